@@ -1,0 +1,126 @@
+//! On-disk cache of precompiled components, keyed by sha256(component bytes) and
+//! the engine's compatibility hash, so a second start skips Cranelift.
+//!
+//! Only files this host wrote are loaded: the cache directory is created private
+//! (0700), entries are written to a temp file and renamed, and an entry is used
+//! only when it is owned by this user and not writable by group or others.
+//! wasmtime additionally verifies the header and engine settings on load.
+
+use sha2::{Digest, Sha256};
+use std::hash::{Hash, Hasher};
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use wasmtime::Engine;
+use wasmtime::component::Component;
+
+/// How a component got compiled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompileSource {
+    /// Loaded from a `.cwasm` this host wrote earlier.
+    Cache,
+    /// Compiled now with Cranelift (and written to the cache when one is configured).
+    Compiled,
+}
+
+/// Feeds `Hash` output into SHA-256 so the engine hash is stable and printable.
+struct ShaHasher(Sha256);
+
+impl Hasher for ShaHasher {
+    fn finish(&self) -> u64 {
+        0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
+    }
+}
+
+/// Hex digest of the engine's precompile compatibility hash.
+pub fn engine_fingerprint(engine: &Engine) -> String {
+    let mut h = ShaHasher(Sha256::new());
+    engine.precompile_compatibility_hash().hash(&mut h);
+    hex::encode(&h.0.finalize()[..16])
+}
+
+/// The precompiled-component cache.
+#[derive(Debug, Clone)]
+pub struct ComponentCache {
+    dir: Option<PathBuf>,
+    fingerprint: String,
+}
+
+impl ComponentCache {
+    /// A cache in `dir` (created 0700 if missing); `None` disables caching.
+    pub fn new(engine: &Engine, dir: Option<PathBuf>) -> std::io::Result<Self> {
+        if let Some(d) = &dir {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(d)?;
+        }
+        Ok(Self {
+            dir,
+            fingerprint: engine_fingerprint(engine),
+        })
+    }
+
+    /// Path of the entry for `wasm`.
+    pub fn entry_path(&self, wasm: &[u8]) -> Option<PathBuf> {
+        let digest = hex::encode(Sha256::digest(wasm));
+        self.dir
+            .as_ref()
+            .map(|d| d.join(format!("{digest}-{}.cwasm", self.fingerprint)))
+    }
+
+    /// Loads `wasm` from the cache or compiles it (then caches it). Blocking: call
+    /// from `spawn_blocking`.
+    pub fn load(
+        &self,
+        engine: &Engine,
+        wasm: &[u8],
+    ) -> wasmtime::Result<(Component, CompileSource)> {
+        let entry = self.entry_path(wasm);
+        if let Some(path) = &entry
+            && trusted_entry(path)
+        {
+            // SAFETY: the file was written by this host (see `trusted_entry`) from
+            // `Engine::precompile_component` of the same bytes and engine settings
+            // (both are in the file name); wasmtime re-checks the header.
+            match unsafe { Component::deserialize_file(engine, path) } {
+                Ok(c) => return Ok((c, CompileSource::Cache)),
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), error = %e, "discarding unusable cache entry");
+                    let _ = std::fs::remove_file(path);
+                }
+            }
+        }
+        let compiled = engine.precompile_component(wasm)?;
+        if let Some(path) = &entry
+            && let Err(e) = write_entry(path, &compiled)
+        {
+            tracing::warn!(path = %path.display(), error = %e, "could not write component cache entry");
+        }
+        // SAFETY: the bytes come from `precompile_component` on this engine just now.
+        let component = unsafe { Component::deserialize(engine, &compiled)? };
+        Ok((component, CompileSource::Compiled))
+    }
+}
+
+fn trusted_entry(path: &Path) -> bool {
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return false;
+    };
+    let mode = meta.permissions().mode();
+    meta.is_file() && meta.uid() == rustix::process::geteuid().as_raw() && mode & 0o022 == 0
+}
+
+fn write_entry(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.as_file().sync_all()?;
+    tmp.as_file()
+        .set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}

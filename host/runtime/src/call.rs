@@ -1,0 +1,254 @@
+//! Calling into plugins: one fresh store per call with a memory cap and a
+//! deadline; traps, deadlines and memory overruns become a [`CallError`] for
+//! that call only.
+
+use crate::bindings::v0_1_0::provider::turnstone::plugin::provider_types as ptypes;
+use crate::bindings::v0_1_0::tool::exports::turnstone::plugin::tool as wtool;
+use crate::error::CallError;
+use crate::plugin::{InstancePre, LoadedPlugin, ProviderEventSink};
+use crate::state::{HostState, NullSink, ToolOutputSink};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+use wasmtime::{Store, Trap, UpdateDeadline};
+
+pub use wtool::{CallContext, Preview, ToolResult};
+
+/// Extra wall time over the deadline before the host gives up on a call that
+/// is parked in a host import (the epoch only interrupts running guest code).
+const WALL_GRACE: Duration = Duration::from_millis(500);
+
+impl LoadedPlugin {
+    fn new_store(
+        &self,
+        sink: Arc<dyn ToolOutputSink>,
+        cancelled: Arc<AtomicBool>,
+    ) -> Result<Store<HostState>, CallError> {
+        let state = HostState::new(self.ctx.clone(), sink, cancelled).map_err(|e| {
+            CallError::Host {
+                plugin: self.name().to_string(),
+                message: format!("cannot prepare sandbox: {e}"),
+            }
+        })?;
+        let mut store = Store::new(&self.engine, state);
+        store.limiter(|s| &mut s.limiter);
+        let deadline = Instant::now() + self.ctx.limits.call_timeout;
+        store.set_epoch_deadline(1);
+        // Yield to the executor every tick (so cancellation and other tasks are
+        // never starved by a busy guest) and trap once the deadline has passed.
+        store.epoch_deadline_callback(move |_| {
+            if Instant::now() >= deadline {
+                Ok(UpdateDeadline::Interrupt)
+            } else {
+                Ok(UpdateDeadline::Yield(1))
+            }
+        });
+        Ok(store)
+    }
+
+    fn classify(&self, err: wasmtime::Error, store: &Store<HostState>) -> CallError {
+        let plugin = self.name().to_string();
+        if store.data().limiter.exceeded {
+            return CallError::MemoryExceeded {
+                plugin,
+                limit_bytes: self.ctx.limits.memory_bytes,
+            };
+        }
+        if matches!(err.downcast_ref::<Trap>(), Some(Trap::Interrupt)) {
+            return CallError::Deadline {
+                plugin,
+                limit: self.ctx.limits.call_timeout,
+            };
+        }
+        let stderr = store.data().stderr_tail();
+        let mut message = format!("{err:#}");
+        if !stderr.is_empty() {
+            message.push_str("; guest stderr: ");
+            message.push_str(&stderr);
+        }
+        CallError::Trap { plugin, message }
+    }
+
+    /// Runs `op` in a fresh store under the plugin's limits, honouring `cancel`.
+    async fn run<R>(
+        &self,
+        sink: Arc<dyn ToolOutputSink>,
+        cancel: Option<&CancellationToken>,
+        op: impl AsyncFnOnce(&mut Store<HostState>) -> wasmtime::Result<R>,
+    ) -> Result<R, CallError> {
+        self.ctx.counters.call();
+        let cancelled = Arc::new(AtomicBool::new(false));
+        let mut store = self.new_store(sink, cancelled.clone())?;
+        let limit = self.ctx.limits.call_timeout + WALL_GRACE;
+        let never = CancellationToken::new();
+        let cancel = cancel.unwrap_or(&never);
+        let outcome = tokio::select! {
+            r = tokio::time::timeout(limit, op(&mut store)) => Some(r),
+            () = cancel.cancelled() => None,
+        };
+        // Dropping the store below kills child processes and frees the instance.
+        let result = match outcome {
+            None => {
+                cancelled.store(true, Ordering::Relaxed);
+                Err(CallError::Cancelled {
+                    plugin: self.name().to_string(),
+                })
+            }
+            Some(Err(_elapsed)) => Err(CallError::Deadline {
+                plugin: self.name().to_string(),
+                limit: self.ctx.limits.call_timeout,
+            }),
+            Some(Ok(Ok(v))) => Ok(v),
+            Some(Ok(Err(e))) => Err(self.classify(e, &store)),
+        };
+        if let Err(e) = &result
+            && !matches!(e, CallError::Cancelled { .. })
+        {
+            self.ctx.counters.failure();
+            tracing::warn!(plugin = %self.name(), "{e}");
+        }
+        result
+    }
+
+    fn tool_pre(&self) -> Result<&crate::bindings::v0_1_0::tool::ToolPluginPre<HostState>, CallError> {
+        match &self.pre {
+            InstancePre::Tool(p) => Ok(p),
+            _ => Err(self.wrong_kind("tool")),
+        }
+    }
+
+    fn wrong_kind(&self, expected: &'static str) -> CallError {
+        CallError::WrongKind {
+            plugin: self.name().to_string(),
+            expected,
+            actual: self.manifest.plugin.kind.as_str(),
+        }
+    }
+
+    /// Calls the component's `describe` export.
+    pub(crate) async fn describe(&self) -> Result<Vec<wtool::ToolSpec>, CallError> {
+        let pre = self.tool_pre()?;
+        self.run(Arc::new(NullSink), None, async |store| {
+            let inst = pre.instantiate_async(&mut *store).await?;
+            inst.turnstone_plugin_tool().call_describe(&mut *store).await
+        })
+        .await
+    }
+
+    /// Validates a call and builds its approval preview. `Ok(Err(msg))` is the
+    /// tool's own refusal, to be shown to the model.
+    pub async fn prepare(
+        &self,
+        tool: &str,
+        arguments: &str,
+        ctx: &CallContext,
+    ) -> Result<Result<Preview, String>, CallError> {
+        let pre = self.tool_pre()?;
+        self.run(Arc::new(NullSink), None, async |store| {
+            let inst = pre.instantiate_async(&mut *store).await?;
+            inst.turnstone_plugin_tool()
+                .call_prepare(&mut *store, tool, arguments, ctx)
+                .await
+        })
+        .await
+    }
+
+    /// Executes a tool call, streaming chunks to `sink`.
+    pub async fn execute(
+        &self,
+        tool: &str,
+        arguments: &str,
+        ctx: &CallContext,
+        sink: Arc<dyn ToolOutputSink>,
+        cancel: Option<&CancellationToken>,
+    ) -> Result<ToolResult, CallError> {
+        let pre = self.tool_pre()?;
+        self.run(sink, cancel, async |store| {
+            let inst = pre.instantiate_async(&mut *store).await?;
+            inst.turnstone_plugin_tool()
+                .call_execute(&mut *store, tool, arguments, ctx)
+                .await
+        })
+        .await
+    }
+
+    /// Asks a provider plugin for a model's capabilities.
+    pub async fn provider_capabilities(
+        &self,
+        model: &str,
+    ) -> Result<ptypes::ModelCapabilities, CallError> {
+        let InstancePre::Provider(pre) = &self.pre else {
+            return Err(self.wrong_kind("provider"));
+        };
+        self.run(Arc::new(NullSink), None, async |store| {
+            let inst = pre.instantiate_async(&mut *store).await?;
+            inst.turnstone_plugin_provider()
+                .call_capabilities(&mut *store, model)
+                .await
+        })
+        .await
+    }
+
+    /// Streams one completion from a provider plugin into `events`.
+    pub async fn provider_complete(
+        &self,
+        request: &ptypes::CompletionRequest,
+        events: Arc<dyn ProviderEventSink>,
+        cancel: Option<&CancellationToken>,
+    ) -> Result<Result<(), ptypes::ProviderError>, CallError> {
+        let InstancePre::Provider(pre) = &self.pre else {
+            return Err(self.wrong_kind("provider"));
+        };
+        self.run(Arc::new(NullSink), cancel, async |store| {
+            store.data_mut().provider_sink = Some(events);
+            let inst = pre.instantiate_async(&mut *store).await?;
+            inst.turnstone_plugin_provider()
+                .call_complete(&mut *store, request)
+                .await
+        })
+        .await
+    }
+}
+
+impl LoadedPlugin {
+    fn channel_pre(
+        &self,
+    ) -> Result<&crate::bindings::v0_1_0::channel::ChannelPluginPre<HostState>, CallError> {
+        match &self.pre {
+            InstancePre::Channel(p) => Ok(p),
+            _ => Err(self.wrong_kind("channel")),
+        }
+    }
+
+    /// Runs a channel's platform loop, forwarding inbound events to `events`
+    /// until the channel returns or `cancel` fires.
+    pub async fn channel_run(
+        &self,
+        events: Arc<dyn crate::plugin::ChannelEventSink>,
+        cancel: Option<&CancellationToken>,
+    ) -> Result<Result<(), String>, CallError> {
+        let pre = self.channel_pre()?;
+        self.run(Arc::new(NullSink), cancel, async |store| {
+            store.data_mut().channel_sink = Some(events);
+            let inst = pre.instantiate_async(&mut *store).await?;
+            inst.turnstone_plugin_channel().call_run(&mut *store).await
+        })
+        .await
+    }
+
+    /// Posts an outbound message through a channel plugin.
+    pub async fn channel_send_message(
+        &self,
+        message: &crate::bindings::v0_1_0::channel::turnstone::plugin::channel_types::OutboundMessage,
+    ) -> Result<Result<String, String>, CallError> {
+        let pre = self.channel_pre()?;
+        self.run(Arc::new(NullSink), None, async |store| {
+            let inst = pre.instantiate_async(&mut *store).await?;
+            inst.turnstone_plugin_channel()
+                .call_send_message(&mut *store, message)
+                .await
+        })
+        .await
+    }
+}

@@ -1,0 +1,126 @@
+//! The `[plugins]` section of `config.toml`.
+//!
+//! ```toml
+//! [plugins]
+//! dirs = ["~/.turnstone/plugins"]   # third-party plugin directories
+//! builtin_dir = "/opt/turnstone/components"  # default: next to the binary
+//! cache_dir = "~/.cache/turnstone/components"
+//! disabled = ["word_count"]
+//! memory_mb = 256                    # default per-call memory cap
+//! timeout_secs = 120                 # default per-call deadline
+//!
+//! [plugins.grants.word_count]        # operator grants (third-party: none by default)
+//! filesystem = [{ path = "workspace", access = "read-only" }]
+//! http = ["api.example.com"]
+//!
+//! [plugins.config.word_count]        # values the plugin reads with config.get
+//! mode = "strict"
+//!
+//! [plugins.limits.word_count]
+//! memory_mb = 64
+//! timeout_secs = 10
+//! ```
+
+use crate::capability::{Capabilities, CapabilityParseError};
+use crate::plugin::Limits;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Per-plugin limit overrides.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitOverrides {
+    /// Memory cap in MiB.
+    pub memory_mb: Option<u64>,
+    /// Deadline in seconds.
+    pub timeout_secs: Option<u64>,
+}
+
+/// `[plugins]`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PluginsConfig {
+    /// Third-party plugin directories (each holds one sub-directory per plugin).
+    #[serde(default)]
+    pub dirs: Vec<PathBuf>,
+    /// Directory of built-in components; default: `components/` beside the binary.
+    pub builtin_dir: Option<PathBuf>,
+    /// Precompiled component cache.
+    pub cache_dir: Option<PathBuf>,
+    /// Plugins not to load.
+    #[serde(default)]
+    pub disabled: Vec<String>,
+    /// Default memory cap per call, MiB.
+    pub memory_mb: Option<u64>,
+    /// Default deadline per call, seconds.
+    pub timeout_secs: Option<u64>,
+    /// Operator grants by plugin name.
+    #[serde(default)]
+    pub grants: BTreeMap<String, Capabilities>,
+    /// Plugin config values by plugin name.
+    #[serde(default)]
+    pub config: BTreeMap<String, BTreeMap<String, String>>,
+    /// Limit overrides by plugin name.
+    #[serde(default)]
+    pub limits: BTreeMap<String, LimitOverrides>,
+}
+
+impl PluginsConfig {
+    /// Rejects malformed grants up front.
+    pub fn validate(&self) -> Result<(), (String, CapabilityParseError)> {
+        for (name, grant) in &self.grants {
+            grant.validate().map_err(|e| (name.clone(), e))?;
+        }
+        Ok(())
+    }
+
+    /// Effective limits for `plugin`.
+    pub fn limits_for(&self, plugin: &str) -> Limits {
+        let base = Limits::default();
+        let o = self.limits.get(plugin).cloned().unwrap_or_default();
+        let mb = o.memory_mb.or(self.memory_mb);
+        let secs = o.timeout_secs.or(self.timeout_secs);
+        Limits {
+            memory_bytes: mb.map_or(base.memory_bytes, |m| (m as usize) << 20),
+            call_timeout: secs.map_or(base.call_timeout, Duration::from_secs),
+        }
+    }
+}
+
+/// Expands a leading `~/` with `$HOME`.
+pub fn expand_home(p: &std::path::Path) -> PathBuf {
+    match (p.strip_prefix("~"), std::env::var_os("HOME")) {
+        (Ok(rest), Some(home)) => PathBuf::from(home).join(rest),
+        _ => p.to_path_buf(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_fall_back_from_plugin_to_global_to_default() {
+        let cfg: PluginsConfig = toml::from_str(
+            r#"
+memory_mb = 100
+[limits.a]
+timeout_secs = 5
+"#,
+        )
+        .unwrap();
+        let a = cfg.limits_for("a");
+        assert_eq!(a.memory_bytes, 100 << 20);
+        assert_eq!(a.call_timeout, Duration::from_secs(5));
+        let b = cfg.limits_for("b");
+        assert_eq!(b.call_timeout, Limits::default().call_timeout);
+    }
+
+    #[test]
+    fn bad_grants_are_rejected() {
+        let cfg: PluginsConfig = toml::from_str("[grants.x]\nhttp = [\"*\"]\n").unwrap();
+        assert_eq!(cfg.validate().unwrap_err().0, "x");
+    }
+}

@@ -1,0 +1,102 @@
+//! Error types of the runtime.
+
+use crate::manifest::{ManifestError, SUPPORTED_WIT_VERSIONS};
+use std::time::Duration;
+use thiserror::Error;
+
+/// Why a plugin failed to load. A failed plugin fails alone; the host goes on.
+#[derive(Debug, Error)]
+pub enum LoadError {
+    /// The manifest is missing or invalid.
+    #[error(transparent)]
+    Manifest(#[from] ManifestError),
+    /// The component file could not be read.
+    #[error("cannot read component: {0}")]
+    Io(String),
+    /// Cranelift or validation rejected the bytes.
+    #[error("invalid component: {0}")]
+    Compile(String),
+    /// The component exports no `turnstone:plugin` world.
+    #[error("the component exports no turnstone:plugin world (tool, provider or channel); was it built with the Turnstone SDK?")]
+    NotAPlugin,
+    /// Built against a WIT version this host does not know.
+    #[error("the component implements {found}, which this host does not support (supported turnstone:plugin versions: {})", SUPPORTED_WIT_VERSIONS.join(", "))]
+    UnsupportedWit {
+        /// The exported interface found.
+        found: String,
+    },
+    /// Imports the host cannot satisfy.
+    #[error("the component needs imports this host does not provide: {0}")]
+    Link(String),
+    /// `describe` failed.
+    #[error("describe failed: {0}")]
+    Describe(String),
+    /// Anything else wrong with the plugin.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// Why one call into a plugin failed. The store is dropped; the plugin and the
+/// host stay usable.
+#[derive(Debug, Error)]
+pub enum CallError {
+    /// The call ran past its deadline and was interrupted.
+    #[error("plugin {plugin} exceeded its {}s deadline and was stopped", .limit.as_secs_f64())]
+    Deadline {
+        /// Plugin name.
+        plugin: String,
+        /// The deadline.
+        limit: Duration,
+    },
+    /// The guest tried to grow memory past its cap.
+    #[error("plugin {plugin} exceeded its memory limit of {} MiB and was stopped", .limit_bytes >> 20)]
+    MemoryExceeded {
+        /// Plugin name.
+        plugin: String,
+        /// The cap.
+        limit_bytes: usize,
+    },
+    /// The guest trapped (panic, unreachable, bad access).
+    #[error("plugin {plugin} crashed: {message}")]
+    Trap {
+        /// Plugin name.
+        plugin: String,
+        /// Trap and guest stderr.
+        message: String,
+    },
+    /// The call was cancelled by the host.
+    #[error("call to plugin {plugin} was cancelled")]
+    Cancelled {
+        /// Plugin name.
+        plugin: String,
+    },
+    /// The plugin does not implement what was called.
+    #[error("plugin {plugin} is a {actual} plugin, not a {expected} plugin")]
+    WrongKind {
+        /// Plugin name.
+        plugin: String,
+        /// Kind needed.
+        expected: &'static str,
+        /// Kind it is.
+        actual: &'static str,
+    },
+    /// Instantiation or host-side failure.
+    #[error("plugin {plugin}: {message}")]
+    Host {
+        /// Plugin name.
+        plugin: String,
+        /// What went wrong.
+        message: String,
+    },
+}
+
+/// Runtime construction failures.
+#[derive(Debug, Error)]
+pub enum RuntimeError {
+    /// Engine or linker setup failed.
+    #[error("wasm engine setup failed: {0}")]
+    Engine(String),
+    /// Cache directory or ticker thread failed.
+    #[error("runtime setup failed: {0}")]
+    Io(#[from] std::io::Error),
+}

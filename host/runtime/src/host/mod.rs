@@ -1,0 +1,160 @@
+//! Host implementations of the `turnstone:plugin` imports.
+
+pub mod egress;
+pub mod kv;
+pub mod process;
+
+use crate::bindings::v0_1_0::host::turnstone::plugin::{clock, config, log, types};
+use crate::bindings::v0_1_0::{channel, provider, tool};
+use crate::capability::Denial;
+use crate::state::HostState;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Converts a host-side denial into the WIT error the guest receives.
+pub(crate) fn denial_to_wit(d: &Denial) -> types::CapabilityError {
+    types::CapabilityError {
+        capability: d.capability.to_string(),
+        detail: d.detail.clone(),
+        grant_hint: d.hint.clone(),
+    }
+}
+
+impl types::Host for HostState {}
+
+impl log::Host for HostState {
+    async fn log(&mut self, level: log::Level, message: String) -> wasmtime::Result<()> {
+        let plugin = self.plugin.name.as_str();
+        // Guests are untrusted: bound what one log line can cost.
+        let message = truncate_chars(&message, 4096);
+        match level {
+            log::Level::Trace => tracing::trace!(plugin, "{message}"),
+            log::Level::Debug => tracing::debug!(plugin, "{message}"),
+            log::Level::Info => tracing::info!(plugin, "{message}"),
+            log::Level::Warn => tracing::warn!(plugin, "{message}"),
+            log::Level::Error => tracing::error!(plugin, "{message}"),
+        }
+        Ok(())
+    }
+}
+
+fn truncate_chars(s: &str, max: usize) -> &str {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => &s[..i],
+        None => s,
+    }
+}
+
+impl config::Host for HostState {
+    async fn get(&mut self, key: String) -> wasmtime::Result<Option<String>> {
+        Ok(self.plugin.config.get(&key).cloned())
+    }
+
+    async fn keys(&mut self) -> wasmtime::Result<Vec<String>> {
+        Ok(self.plugin.config.keys().cloned().collect())
+    }
+
+    async fn secret_ref(
+        &mut self,
+        name: String,
+    ) -> wasmtime::Result<Result<String, types::CapabilityError>> {
+        match self.plugin.caps.check_secret(&name) {
+            Ok(()) => Ok(Ok(egress::secret_token(&name))),
+            Err(d) => {
+                self.plugin.counters.denial();
+                tracing::warn!(plugin = %self.plugin.name, "{d}");
+                Ok(Err(denial_to_wit(&d)))
+            }
+        }
+    }
+
+    async fn check_http(
+        &mut self,
+        url: String,
+    ) -> wasmtime::Result<Result<(), types::CapabilityError>> {
+        let parsed = match url::Url::parse(&url) {
+            Ok(u) => u,
+            Err(e) => {
+                return Ok(Err(types::CapabilityError {
+                    capability: "http".into(),
+                    detail: format!("invalid URL {url:?}: {e}"),
+                    grant_hint: String::new(),
+                }));
+            }
+        };
+        let host = parsed.host_str().unwrap_or_default();
+        let port = parsed.port_or_known_default().unwrap_or(443);
+        Ok(self
+            .plugin
+            .caps
+            .check_http(host, port)
+            .map_err(|d| denial_to_wit(&d)))
+    }
+}
+
+impl clock::Host for HostState {
+    async fn now_ms(&mut self) -> wasmtime::Result<u64> {
+        Ok(SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0))
+    }
+
+    async fn sleep_ms(&mut self, ms: u64) -> wasmtime::Result<bool> {
+        // Sleep in slices so a cancel is noticed promptly.
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(ms);
+        loop {
+            if self.cancelled.load(Ordering::Relaxed) {
+                return Ok(false);
+            }
+            let now = tokio::time::Instant::now();
+            if now >= deadline {
+                return Ok(true);
+            }
+            tokio::time::sleep((deadline - now).min(Duration::from_millis(50))).await;
+        }
+    }
+}
+
+impl tool::turnstone::plugin::tool_output::Host for HostState {
+    async fn emit(&mut self, chunk: String) -> wasmtime::Result<bool> {
+        if self.cancelled.load(Ordering::Relaxed) {
+            return Ok(false);
+        }
+        Ok(self.tool_sink.chunk(&chunk))
+    }
+}
+
+impl provider::turnstone::plugin::provider_types::Host for HostState {}
+
+impl provider::turnstone::plugin::provider_events::Host for HostState {
+    async fn emit(
+        &mut self,
+        event: provider::turnstone::plugin::provider_types::StreamEvent,
+    ) -> wasmtime::Result<bool> {
+        if self.cancelled.load(Ordering::Relaxed) {
+            return Ok(false);
+        }
+        Ok(match &self.provider_sink {
+            Some(sink) => sink.event(event),
+            None => false,
+        })
+    }
+}
+
+impl channel::turnstone::plugin::channel_types::Host for HostState {}
+
+impl channel::turnstone::plugin::channel_events::Host for HostState {
+    async fn emit(
+        &mut self,
+        event: channel::turnstone::plugin::channel_types::InboundEvent,
+    ) -> wasmtime::Result<bool> {
+        if self.cancelled.load(Ordering::Relaxed) {
+            return Ok(false);
+        }
+        Ok(match &self.channel_sink {
+            Some(sink) => sink.event(event),
+            None => false,
+        })
+    }
+}

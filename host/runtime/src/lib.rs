@@ -1,0 +1,116 @@
+//! Turnstone's WebAssembly plugin runtime.
+//!
+//! One wasmtime [`Engine`] serves every plugin. Each plugin is a WASI component
+//! implementing one `turnstone:plugin` world (tool, provider or channel), shipped
+//! with a `plugin.toml` manifest that requests capabilities. The operator grants
+//! capabilities; the effective set (request ∩ grant) is enforced at the host
+//! boundary: WASI preopens only for granted directories, `wasi:http` only to
+//! granted hosts, processes only for granted programs, secrets only by reference.
+//!
+//! Every call runs in a fresh store with a memory cap and a deadline, so a
+//! misbehaving call fails alone.
+
+pub mod bindings;
+pub mod cache;
+pub mod call;
+pub mod capability;
+pub mod config;
+pub mod engine;
+pub mod error;
+pub mod host;
+pub mod manifest;
+pub mod plugin;
+pub mod registry;
+pub mod state;
+
+pub use cache::CompileSource;
+pub use call::{CallContext, Preview, ToolResult};
+pub use capability::{Access, Capabilities, EffectiveCapabilities, FsGrant};
+pub use error::{CallError, LoadError, RuntimeError};
+pub use manifest::{Manifest, PluginKind};
+pub use plugin::{LoadedPlugin, Limits, PluginSettings, PluginSource, SecretSource, ToolSpec};
+pub use registry::{PluginEntry, PluginRegistry, PluginStatus};
+pub use state::ToolOutputSink;
+
+use crate::bindings::v0_1_0::{channel, provider, tool};
+use crate::cache::ComponentCache;
+use crate::engine::{EngineOptions, EpochTicker};
+use crate::manifest::PluginKind as Kind;
+use crate::state::HostState;
+use std::path::PathBuf;
+use wasmtime::Engine;
+use wasmtime::component::{HasSelf, Linker};
+
+/// Runtime construction options.
+#[derive(Debug, Clone, Default)]
+pub struct RuntimeOptions {
+    /// Engine limits.
+    pub engine: EngineOptions,
+    /// Directory for precompiled components; `None` disables the cache.
+    pub cache_dir: Option<PathBuf>,
+}
+
+/// The plugin runtime: engine, epoch ticker, component cache and one linker per
+/// world.
+pub struct Runtime {
+    engine: Engine,
+    cache: ComponentCache,
+    tool_linker: Linker<HostState>,
+    provider_linker: Linker<HostState>,
+    channel_linker: Linker<HostState>,
+    _ticker: EpochTicker,
+}
+
+fn base_linker(engine: &Engine) -> wasmtime::Result<Linker<HostState>> {
+    let mut linker = Linker::new(engine);
+    // Guests built with std import WASI p2 whether or not their world names it;
+    // what they can reach is decided by the per-call WasiCtx.
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+    wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
+    Ok(linker)
+}
+
+impl Runtime {
+    /// Builds the engine, starts the epoch ticker and prepares the linkers.
+    pub fn new(opts: RuntimeOptions) -> Result<Self, RuntimeError> {
+        let setup = |e: wasmtime::Error| RuntimeError::Engine(format!("{e:#}"));
+        let engine = engine::build_engine(&opts.engine).map_err(setup)?;
+        let mut tool_linker = base_linker(&engine).map_err(setup)?;
+        tool::ToolPlugin::add_to_linker::<_, HasSelf<_>>(&mut tool_linker, |s| s)
+            .map_err(setup)?;
+        let mut provider_linker = base_linker(&engine).map_err(setup)?;
+        provider::ProviderPlugin::add_to_linker::<_, HasSelf<_>>(&mut provider_linker, |s| s)
+            .map_err(setup)?;
+        let mut channel_linker = base_linker(&engine).map_err(setup)?;
+        channel::ChannelPlugin::add_to_linker::<_, HasSelf<_>>(&mut channel_linker, |s| s)
+            .map_err(setup)?;
+        let cache = ComponentCache::new(&engine, opts.cache_dir)?;
+        let ticker = EpochTicker::start(&engine)?;
+        Ok(Self {
+            engine,
+            cache,
+            tool_linker,
+            provider_linker,
+            channel_linker,
+            _ticker: ticker,
+        })
+    }
+
+    /// The shared engine.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// The component cache.
+    pub fn cache(&self) -> &ComponentCache {
+        &self.cache
+    }
+
+    pub(crate) fn linker(&self, kind: Kind) -> &Linker<HostState> {
+        match kind {
+            Kind::Tool => &self.tool_linker,
+            Kind::Provider => &self.provider_linker,
+            Kind::Channel => &self.channel_linker,
+        }
+    }
+}

@@ -1,0 +1,445 @@
+//! A loaded plugin: manifest, compiled component, pre-instantiated linker, its
+//! described tools and its effective capabilities.
+
+use crate::bindings::v0_1_0::{channel, provider, tool};
+use crate::cache::CompileSource;
+use crate::capability::{Capabilities, EffectiveCapabilities};
+use crate::error::LoadError;
+use crate::host::kv::KvStore;
+use crate::manifest::{Manifest, PluginKind, SUPPORTED_WIT_VERSIONS, valid_name};
+use crate::state::HostState;
+use crate::Runtime;
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use wasmtime::Engine;
+use wasmtime::component::Component;
+use wasmtime::component::types::ComponentItem;
+
+/// Resolves secret names to values. Values never cross into a guest.
+pub trait SecretSource: Send + Sync {
+    /// The secret's value, if the host has it.
+    fn secret(&self, name: &str) -> Option<String>;
+}
+
+/// Reads secrets from the host process environment (`NAME` → `$NAME`).
+pub struct EnvSecrets;
+
+impl SecretSource for EnvSecrets {
+    fn secret(&self, name: &str) -> Option<String> {
+        std::env::var(name).ok()
+    }
+}
+
+/// Receives a provider's streamed events.
+pub trait ProviderEventSink: Send + Sync {
+    /// One event; return false to stop the stream.
+    fn event(&self, event: provider::turnstone::plugin::provider_types::StreamEvent) -> bool;
+}
+
+/// Receives a channel's inbound events.
+pub trait ChannelEventSink: Send + Sync {
+    /// One event; return false to stop the channel.
+    fn event(&self, event: channel::turnstone::plugin::channel_types::InboundEvent) -> bool;
+}
+
+/// Per-call resource limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Linear memory cap per call.
+    pub memory_bytes: usize,
+    /// Wall-clock and CPU deadline per call.
+    pub call_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            memory_bytes: 256 << 20,
+            call_timeout: Duration::from_secs(120),
+        }
+    }
+}
+
+/// Counters shown in plugin listings and metrics.
+#[derive(Debug, Default)]
+pub struct PluginCounters {
+    calls: AtomicU64,
+    failures: AtomicU64,
+    denials: AtomicU64,
+}
+
+impl PluginCounters {
+    pub(crate) fn call(&self) {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+    }
+    pub(crate) fn failure(&self) {
+        self.failures.fetch_add(1, Ordering::Relaxed);
+    }
+    pub(crate) fn denial(&self) {
+        self.denials.fetch_add(1, Ordering::Relaxed);
+    }
+    /// Calls started.
+    pub fn calls(&self) -> u64 {
+        self.calls.load(Ordering::Relaxed)
+    }
+    /// Calls that trapped, timed out or overran memory.
+    pub fn failures(&self) -> u64 {
+        self.failures.load(Ordering::Relaxed)
+    }
+    /// Capability denials.
+    pub fn denials(&self) -> u64 {
+        self.denials.load(Ordering::Relaxed)
+    }
+}
+
+/// What the host knows about a plugin while it runs: identity, capabilities,
+/// operator config, secrets, key-value namespace, limits and counters.
+pub struct PluginContext {
+    /// Plugin name.
+    pub name: String,
+    /// Effective capabilities.
+    pub caps: EffectiveCapabilities,
+    /// Operator config for the plugin.
+    pub config: BTreeMap<String, String>,
+    pub(crate) secrets: Arc<dyn SecretSource>,
+    pub(crate) kv: Arc<dyn KvStore>,
+    /// Per-call limits.
+    pub limits: Limits,
+    /// Call/failure/denial counters.
+    pub counters: Arc<PluginCounters>,
+}
+
+/// Where a plugin comes from.
+#[derive(Debug, Clone)]
+pub struct PluginSource {
+    /// Directory holding `plugin.toml` and the component.
+    pub dir: PathBuf,
+    /// Shipped with the host: gets its requested capabilities unless the
+    /// operator configures a grant. Third-party plugins get nothing by default.
+    pub builtin: bool,
+}
+
+/// Operator settings applied when loading a plugin.
+#[derive(Clone)]
+pub struct PluginSettings {
+    /// Explicit grant; `None` means the default for the plugin's origin.
+    pub grant: Option<Capabilities>,
+    /// Plugin config values.
+    pub config: BTreeMap<String, String>,
+    /// Limits per call.
+    pub limits: Limits,
+    /// Workspace directory that `workspace` grants resolve to.
+    pub workspace: Option<PathBuf>,
+    /// Secret values.
+    pub secrets: Arc<dyn SecretSource>,
+    /// Key-value backend for this plugin.
+    pub kv: Arc<dyn KvStore>,
+}
+
+impl Default for PluginSettings {
+    fn default() -> Self {
+        Self {
+            grant: None,
+            config: BTreeMap::new(),
+            limits: Limits::default(),
+            workspace: None,
+            secrets: Arc::new(EnvSecrets),
+            kv: Arc::new(crate::host::kv::MemoryKv::default()),
+        }
+    }
+}
+
+/// A tool as described by its component.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ToolSpec {
+    /// Tool name.
+    pub name: String,
+    /// Description for the model.
+    pub description: String,
+    /// JSON Schema of the arguments.
+    pub parameters: serde_json::Value,
+    /// Available to task sub-agents.
+    pub task_agent: bool,
+    /// Runs without approval.
+    pub auto_approve: bool,
+    /// Parameter a bare-string argument maps to.
+    pub primary_key: Option<String>,
+    /// Available to coordinator sessions.
+    pub coordinator: bool,
+    /// With `coordinator`, also interactive.
+    pub interactive: bool,
+    /// Per-kind overlays.
+    pub kind_variants: Option<serde_json::Value>,
+    /// Working-directory note template.
+    pub cwd_note: Option<String>,
+    /// Workspace note template.
+    pub workspace_note: Option<String>,
+}
+
+pub(crate) enum InstancePre {
+    Tool(tool::ToolPluginPre<HostState>),
+    Provider(provider::ProviderPluginPre<HostState>),
+    Channel(channel::ChannelPluginPre<HostState>),
+}
+
+/// A plugin ready to be called. Cheap to share; every call gets a fresh store.
+pub struct LoadedPlugin {
+    pub(crate) engine: Engine,
+    pub(crate) pre: InstancePre,
+    /// The manifest.
+    pub manifest: Manifest,
+    /// Where it was loaded from.
+    pub source: PluginSource,
+    /// Runtime context (capabilities, limits, counters).
+    pub ctx: Arc<PluginContext>,
+    /// Cache hit or fresh compile.
+    pub compile_source: CompileSource,
+    /// sha256 of the component bytes.
+    pub wasm_sha256: String,
+    /// Tools it provides (tool plugins only).
+    pub tools: Vec<ToolSpec>,
+    /// Capability entries that could not be applied (e.g. missing workspace).
+    pub skipped_grants: Vec<String>,
+}
+
+impl LoadedPlugin {
+    /// The plugin's name.
+    pub fn name(&self) -> &str {
+        &self.manifest.plugin.name
+    }
+
+    /// The tool called `name`, if this plugin provides it.
+    pub fn tool(&self, name: &str) -> Option<&ToolSpec> {
+        self.tools.iter().find(|t| t.name == name)
+    }
+}
+
+/// Finds which `turnstone:plugin` world and version a component implements.
+fn detect_world(engine: &Engine, component: &Component) -> Result<(PluginKind, String), LoadError> {
+    let ty = component.component_type();
+    let mut found = Vec::new();
+    for (name, item) in ty.exports(engine) {
+        if !matches!(item.ty, ComponentItem::ComponentInstance(_)) {
+            continue;
+        }
+        let Some(rest) = name.strip_prefix("turnstone:plugin/") else {
+            continue;
+        };
+        let (iface, version) = rest.split_once('@').unwrap_or((rest, ""));
+        let kind = match iface {
+            "tool" => PluginKind::Tool,
+            "provider" => PluginKind::Provider,
+            "channel" => PluginKind::Channel,
+            _ => continue,
+        };
+        found.push((kind, version.to_string()));
+    }
+    match found.as_slice() {
+        [] => Err(LoadError::NotAPlugin),
+        [(kind, version)] => {
+            if SUPPORTED_WIT_VERSIONS.contains(&version.as_str()) {
+                Ok((*kind, version.clone()))
+            } else {
+                Err(LoadError::UnsupportedWit {
+                    found: format!("turnstone:plugin/{}@{version}", kind.as_str()),
+                })
+            }
+        }
+        _ => Err(LoadError::Invalid(
+            "component exports more than one plugin world; ship one per component".into(),
+        )),
+    }
+}
+
+fn convert_spec(s: tool::exports::turnstone::plugin::tool::ToolSpec) -> Result<ToolSpec, LoadError> {
+    if !valid_name(&s.name) {
+        return Err(LoadError::Invalid(format!(
+            "tool name {:?} must be 1-64 characters of [A-Za-z0-9_-]",
+            s.name
+        )));
+    }
+    let parameters: serde_json::Value = serde_json::from_str(&s.parameters).map_err(|e| {
+        LoadError::Invalid(format!("tool {}: parameters are not JSON: {e}", s.name))
+    })?;
+    if parameters.get("type").and_then(|t| t.as_str()) != Some("object") {
+        return Err(LoadError::Invalid(format!(
+            "tool {}: parameters must be a JSON Schema with \"type\": \"object\"",
+            s.name
+        )));
+    }
+    let kind_variants = match s.kind_variants {
+        Some(text) => Some(serde_json::from_str(&text).map_err(|e| {
+            LoadError::Invalid(format!("tool {}: kind_variants is not JSON: {e}", s.name))
+        })?),
+        None => None,
+    };
+    if let Some(pk) = &s.primary_key
+        && parameters.pointer(&format!("/properties/{pk}")).is_none()
+    {
+        return Err(LoadError::Invalid(format!(
+            "tool {}: primary_key {pk:?} is not one of its parameters",
+            s.name
+        )));
+    }
+    Ok(ToolSpec {
+        name: s.name,
+        description: s.description,
+        parameters,
+        task_agent: s.task_agent,
+        auto_approve: s.auto_approve,
+        primary_key: s.primary_key,
+        coordinator: s.coordinator,
+        interactive: s.interactive,
+        kind_variants,
+        cwd_note: s.cwd_note,
+        workspace_note: s.workspace_note,
+    })
+}
+
+impl Runtime {
+    /// Loads the plugin in `source.dir`: manifest, component (cache or compile),
+    /// world detection, linking, and (for tools) `describe`.
+    pub async fn load(
+        &self,
+        source: PluginSource,
+        settings: PluginSettings,
+    ) -> Result<LoadedPlugin, LoadError> {
+        let manifest = Manifest::load(&source.dir.join("plugin.toml"))?;
+        let wasm_path = source.dir.join(manifest.component_file());
+        let wasm = tokio::fs::read(&wasm_path)
+            .await
+            .map_err(|e| LoadError::Io(format!("{}: {e}", wasm_path.display())))?;
+        self.load_bytes(source, manifest, wasm, settings).await
+    }
+
+    /// Like [`Runtime::load`] with the manifest and component bytes in hand.
+    pub async fn load_bytes(
+        &self,
+        source: PluginSource,
+        manifest: Manifest,
+        wasm: Vec<u8>,
+        settings: PluginSettings,
+    ) -> Result<LoadedPlugin, LoadError> {
+        if !wasm.starts_with(b"\0asm") {
+            return Err(LoadError::Invalid(
+                "not a WebAssembly file (bad magic bytes)".into(),
+            ));
+        }
+        let wasm_sha256 = hex::encode(Sha256::digest(&wasm));
+        let engine = self.engine().clone();
+        let cache = self.cache().clone();
+        let (component, compile_source) =
+            tokio::task::spawn_blocking(move || cache.load(&engine, &wasm))
+                .await
+                .map_err(|e| LoadError::Invalid(format!("compile task failed: {e}")))?
+                .map_err(|e| LoadError::Compile(format!("{e:#}")))?;
+
+        let (kind, wit) = detect_world(self.engine(), &component)?;
+        if kind != manifest.plugin.kind {
+            return Err(LoadError::Invalid(format!(
+                "plugin.toml says kind = \"{}\" but the component implements the {} world",
+                manifest.plugin.kind.as_str(),
+                kind.as_str()
+            )));
+        }
+        if wit != manifest.plugin.wit {
+            return Err(LoadError::Invalid(format!(
+                "plugin.toml says wit = \"{}\" but the component was built against {wit}",
+                manifest.plugin.wit
+            )));
+        }
+
+        let link_err = |e: wasmtime::Error| LoadError::Link(format!("{e:#}"));
+        let pre = match kind {
+            PluginKind::Tool => InstancePre::Tool(
+                tool::ToolPluginPre::new(
+                    self.linker(kind).instantiate_pre(&component).map_err(link_err)?,
+                )
+                .map_err(link_err)?,
+            ),
+            PluginKind::Provider => InstancePre::Provider(
+                provider::ProviderPluginPre::new(
+                    self.linker(kind).instantiate_pre(&component).map_err(link_err)?,
+                )
+                .map_err(link_err)?,
+            ),
+            PluginKind::Channel => InstancePre::Channel(
+                channel::ChannelPluginPre::new(
+                    self.linker(kind).instantiate_pre(&component).map_err(link_err)?,
+                )
+                .map_err(link_err)?,
+            ),
+        };
+
+        let grant = settings.grant.clone().unwrap_or_else(|| {
+            if source.builtin {
+                manifest.capabilities.clone()
+            } else {
+                Capabilities::default()
+            }
+        });
+        grant
+            .validate()
+            .map_err(|e| LoadError::Invalid(format!("grant for {}: {e}", manifest.plugin.name)))?;
+        let (caps, skipped_grants) = EffectiveCapabilities::new(
+            &manifest.plugin.name,
+            &manifest.capabilities,
+            &grant,
+            settings.workspace.as_deref(),
+        );
+        for s in &skipped_grants {
+            tracing::warn!(plugin = %manifest.plugin.name, "capability not applied: {s}");
+        }
+        let ctx = Arc::new(PluginContext {
+            name: manifest.plugin.name.clone(),
+            caps,
+            config: settings.config,
+            secrets: settings.secrets,
+            kv: settings.kv,
+            limits: settings.limits,
+            counters: Arc::new(PluginCounters::default()),
+        });
+        let mut plugin = LoadedPlugin {
+            engine: self.engine().clone(),
+            pre,
+            manifest,
+            source,
+            ctx,
+            compile_source,
+            wasm_sha256,
+            tools: Vec::new(),
+            skipped_grants,
+        };
+        if kind == PluginKind::Tool {
+            let raw = plugin
+                .describe()
+                .await
+                .map_err(|e| LoadError::Describe(e.to_string()))?;
+            let mut tools = Vec::with_capacity(raw.len());
+            for spec in raw {
+                let spec = convert_spec(spec)?;
+                if tools.iter().any(|t: &ToolSpec| t.name == spec.name) {
+                    return Err(LoadError::Invalid(format!(
+                        "tool {} is described twice",
+                        spec.name
+                    )));
+                }
+                tools.push(spec);
+            }
+            if tools.is_empty() {
+                return Err(LoadError::Invalid("the component describes no tools".into()));
+            }
+            plugin.tools = tools;
+        }
+        Ok(plugin)
+    }
+}
+
+/// Reads a plugin directory's manifest without compiling anything.
+pub fn read_manifest(dir: &Path) -> Result<Manifest, LoadError> {
+    Ok(Manifest::load(&dir.join("plugin.toml"))?)
+}

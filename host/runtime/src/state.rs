@@ -1,0 +1,162 @@
+//! Per-call store data: the WASI context built from the plugin's effective
+//! capabilities, resource table, memory limiter and the call's output sinks.
+
+use crate::capability::Access;
+use crate::host::egress::EgressHooks;
+use crate::plugin::PluginContext;
+use std::sync::Arc;
+use wasmtime::ResourceLimiter;
+use wasmtime::component::ResourceTable;
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
+
+/// Bytes of guest stderr kept for error reports (panic messages).
+const STDERR_CAPTURE: usize = 1 << 20;
+
+/// Receives a tool's streamed output chunks.
+pub trait ToolOutputSink: Send + Sync {
+    /// One chunk; return false to ask the tool to stop.
+    fn chunk(&self, text: &str) -> bool;
+}
+
+/// A sink that drops everything (for `describe`/`prepare`).
+pub struct NullSink;
+
+impl ToolOutputSink for NullSink {
+    fn chunk(&self, _text: &str) -> bool {
+        true
+    }
+}
+
+/// Caps linear memory per store and remembers when the cap was hit, so a guest
+/// abort after a failed `memory.grow` is reported as a memory overrun.
+#[derive(Debug)]
+pub struct MemoryLimiter {
+    max_bytes: usize,
+    /// Set when a growth beyond the cap was refused.
+    pub exceeded: bool,
+}
+
+impl MemoryLimiter {
+    /// A limiter allowing `max_bytes` of linear memory per memory.
+    pub fn new(max_bytes: usize) -> Self {
+        Self {
+            max_bytes,
+            exceeded: false,
+        }
+    }
+}
+
+impl ResourceLimiter for MemoryLimiter {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.max_bytes {
+            self.exceeded = true;
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= 1_000_000)
+    }
+}
+
+/// The `T` of every plugin `Store<T>`.
+pub struct HostState {
+    pub(crate) plugin: Arc<PluginContext>,
+    wasi: WasiCtx,
+    table: ResourceTable,
+    http: WasiHttpCtx,
+    hooks: EgressHooks,
+    pub(crate) limiter: MemoryLimiter,
+    pub(crate) stderr: MemoryOutputPipe,
+    pub(crate) tool_sink: Arc<dyn ToolOutputSink>,
+    pub(crate) provider_sink: Option<Arc<dyn crate::plugin::ProviderEventSink>>,
+    pub(crate) channel_sink: Option<Arc<dyn crate::plugin::ChannelEventSink>>,
+    /// Set by the host when the call is being cancelled.
+    pub(crate) cancelled: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl HostState {
+    /// Builds the store data for one call of `plugin`.
+    pub(crate) fn new(
+        plugin: Arc<PluginContext>,
+        tool_sink: Arc<dyn ToolOutputSink>,
+        cancelled: Arc<std::sync::atomic::AtomicBool>,
+    ) -> Result<Self, std::io::Error> {
+        let stderr = MemoryOutputPipe::new(STDERR_CAPTURE);
+        let mut builder = WasiCtx::builder();
+        builder
+            .stderr(stderr.clone())
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false)
+            .allow_blocking_current_thread(false);
+        for dir in plugin.caps.dirs() {
+            let perms = match dir.access {
+                Access::ReadOnly => FsPerms::ReadOnly,
+                Access::ReadWrite => FsPerms::ReadWrite,
+            };
+            // Same path inside and outside, so tools see the paths users type.
+            let guest = dir.path.to_string_lossy().into_owned();
+            builder
+                .preopened_dir(&dir.path, &guest, perms)
+                .map_err(std::io::Error::other)?;
+        }
+        let limiter = MemoryLimiter::new(plugin.limits.memory_bytes);
+        Ok(Self {
+            hooks: EgressHooks::new(plugin.clone()),
+            plugin,
+            wasi: builder.build(),
+            table: ResourceTable::new(),
+            http: WasiHttpCtx::new(),
+            limiter,
+            stderr,
+            tool_sink,
+            provider_sink: None,
+            channel_sink: None,
+            cancelled,
+        })
+    }
+
+    pub(crate) fn table(&mut self) -> &mut ResourceTable {
+        &mut self.table
+    }
+
+    /// Guest stderr captured so far (lossy UTF-8, last 2 KiB).
+    pub(crate) fn stderr_tail(&self) -> String {
+        let bytes = self.stderr.contents();
+        let start = bytes.len().saturating_sub(2048);
+        String::from_utf8_lossy(&bytes[start..]).trim().to_string()
+    }
+}
+
+impl WasiView for HostState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl WasiHttpView for HostState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            hooks: &mut self.hooks,
+            table: &mut self.table,
+            ctx: &mut self.http,
+        }
+    }
+}
