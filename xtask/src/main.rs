@@ -1,1 +1,236 @@
-fn main() {}
+//! Build orchestration for Turnstone: `cargo xtask <command>`.
+//!
+//! - `build`      guest components (installing the wasm32-wasip2 target if missing) + host
+//! - `run [ARGS]` build (release) and run `turnstone ARGS`
+//! - `test`       build everything, then run every test (host workspace + SDK)
+//! - `lint`       `cargo fmt --check` and clippy on the host and every guest workspace
+//! - `bench`      run the runtime benchmarks
+//!
+//! Components are staged as `target/<set>/<plugin>/{plugin.toml, <plugin>.wasm}`:
+//! `components` (built-ins, loaded by default), `example-plugins` (third-party
+//! style examples) and `test-components` (test-only guests).
+
+use anyhow::{Context, Result, bail};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const WASM_TARGET: &str = "wasm32-wasip2";
+
+/// A guest workspace and where its plugins are staged.
+struct GuestSet {
+    workspace: &'static str,
+    stage: &'static str,
+    /// Members staged elsewhere (e.g. example plugins living beside providers).
+    overrides: &'static [(&'static str, &'static str)],
+}
+
+const GUEST_SETS: &[GuestSet] = &[
+    GuestSet {
+        workspace: "tools",
+        stage: "components",
+        overrides: &[],
+    },
+    GuestSet {
+        workspace: "plugins",
+        stage: "components",
+        overrides: &[("word_count", "example-plugins")],
+    },
+    GuestSet {
+        workspace: "tests/guests",
+        stage: "test-components",
+        overrides: &[],
+    },
+];
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+fn cargo() -> Command {
+    Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+}
+
+fn run(cmd: &mut Command) -> Result<()> {
+    eprintln!("$ {cmd:?}");
+    let status = cmd.status().with_context(|| format!("spawning {cmd:?}"))?;
+    if !status.success() {
+        bail!("command failed ({status}): {cmd:?}");
+    }
+    Ok(())
+}
+
+fn ensure_wasm_target() -> Result<()> {
+    let out = Command::new("rustup")
+        .args(["target", "list", "--installed"])
+        .current_dir(root())
+        .output();
+    match out {
+        Ok(o) if String::from_utf8_lossy(&o.stdout).lines().any(|l| l.trim() == WASM_TARGET) => {
+            Ok(())
+        }
+        Ok(_) => run(Command::new("rustup")
+            .args(["target", "add", WASM_TARGET])
+            .current_dir(root())),
+        Err(e) => {
+            eprintln!("rustup not found ({e}); assuming the {WASM_TARGET} target is installed");
+            Ok(())
+        }
+    }
+}
+
+/// Members of a guest workspace: sub-directories with a plugin.toml.
+fn members(ws: &Path) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(ws).with_context(|| format!("reading {}", ws.display()))? {
+        let p = e?.path();
+        if p.join("plugin.toml").is_file() && p.join("Cargo.toml").is_file() {
+            out.push(p);
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Reads `name` and optional `component` from a plugin.toml without a TOML
+/// dependency: both are simple `key = "value"` lines in the `[plugin]` table.
+fn manifest_field(text: &str, key: &str) -> Option<String> {
+    let mut in_plugin = false;
+    for line in text.lines() {
+        let l = line.trim();
+        if l.starts_with('[') {
+            in_plugin = l == "[plugin]";
+            continue;
+        }
+        if !in_plugin {
+            continue;
+        }
+        if let Some((k, v)) = l.split_once('=')
+            && k.trim() == key
+        {
+            return Some(v.trim().trim_matches('"').to_string());
+        }
+    }
+    None
+}
+
+fn build_guests() -> Result<()> {
+    ensure_wasm_target()?;
+    let root = root();
+    let target_dir = root.join("target/wasm");
+    for set in GUEST_SETS {
+        let ws = root.join(set.workspace);
+        run(cargo()
+            .args(["build", "--release", "--target", WASM_TARGET, "--manifest-path"])
+            .arg(ws.join("Cargo.toml"))
+            .arg("--target-dir")
+            .arg(&target_dir))?;
+        for member in members(&ws)? {
+            let crate_name = member
+                .file_name()
+                .and_then(|n| n.to_str())
+                .context("member name")?
+                .to_string();
+            let manifest = std::fs::read_to_string(member.join("plugin.toml"))?;
+            let name = manifest_field(&manifest, "name")
+                .with_context(|| format!("{}: plugin.toml has no name", member.display()))?;
+            let component =
+                manifest_field(&manifest, "component").unwrap_or_else(|| format!("{name}.wasm"));
+            let stage = set
+                .overrides
+                .iter()
+                .find(|(m, _)| *m == crate_name)
+                .map_or(set.stage, |(_, s)| *s);
+            let dest = root.join("target").join(stage).join(&name);
+            std::fs::create_dir_all(&dest)?;
+            let built = target_dir
+                .join(WASM_TARGET)
+                .join("release")
+                .join(format!("{}.wasm", crate_name.replace('-', "_")));
+            std::fs::copy(&built, dest.join(&component))
+                .with_context(|| format!("copying {}", built.display()))?;
+            std::fs::copy(member.join("plugin.toml"), dest.join("plugin.toml"))?;
+        }
+    }
+    Ok(())
+}
+
+fn build(release: bool) -> Result<()> {
+    build_guests()?;
+    let mut cmd = cargo();
+    cmd.args(["build", "--package", "turnstone"]).current_dir(root());
+    if release {
+        cmd.arg("--release");
+    }
+    run(&mut cmd)
+}
+
+fn test(extra: &[String]) -> Result<()> {
+    build_guests()?;
+    let root = root();
+    run(cargo()
+        .args(["test", "--workspace"])
+        .args(extra)
+        .current_dir(&root))?;
+    run(cargo()
+        .args(["test", "--manifest-path"])
+        .arg(root.join("sdk-guest/Cargo.toml"))
+        .arg("--target-dir")
+        .arg(root.join("target/sdk-native")))
+}
+
+fn lint() -> Result<()> {
+    ensure_wasm_target()?;
+    let root = root();
+    run(cargo().args(["fmt", "--all", "--check"]).current_dir(&root))?;
+    run(cargo()
+        .args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"])
+        .current_dir(&root))?;
+    let guest_manifests = ["sdk-guest", "tools", "plugins", "tests/guests"];
+    for ws in guest_manifests {
+        let manifest = root.join(ws).join("Cargo.toml");
+        run(cargo()
+            .args(["fmt", "--check", "--manifest-path"])
+            .arg(&manifest))?;
+        run(cargo()
+            .args(["clippy", "--target", WASM_TARGET, "--manifest-path"])
+            .arg(&manifest)
+            .arg("--target-dir")
+            .arg(root.join("target/wasm"))
+            .args(["--all-targets", "--", "-D", "warnings"]))?;
+    }
+    Ok(())
+}
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (cmd, rest) = args.split_first().map_or(("help", &[][..]), |(c, r)| (c.as_str(), r));
+    match cmd {
+        "build" => build(rest.iter().any(|a| a == "--release")),
+        "build-components" => build_guests(),
+        "run" => {
+            build(true)?;
+            let rest: Vec<&String> = rest.iter().filter(|a| *a != "--").collect();
+            let bin = root().join("target/release/turnstone");
+            let status = Command::new(&bin).args(rest).status()?;
+            std::process::exit(status.code().unwrap_or(1));
+        }
+        "test" => test(rest),
+        "lint" => lint(),
+        "bench" => {
+            build_guests()?;
+            run(cargo()
+                .args(["bench", "--package", "turnstone-runtime"])
+                .args(rest)
+                .current_dir(root()))
+        }
+        _ => {
+            eprintln!(
+                "usage: cargo xtask <build [--release] | build-components | run [-- ARGS] | test [CARGO TEST ARGS] | lint | bench>"
+            );
+            std::process::exit(2);
+        }
+    }
+}

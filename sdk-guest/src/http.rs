@@ -1,0 +1,224 @@
+//! Outgoing HTTP through `wasi:http`, allowed only to hosts granted to this
+//! plugin. Bodies stream: read a response chunk by chunk with
+//! [`Response::next_chunk`].
+
+use crate::CapabilityError;
+use crate::bindings::turnstone::plugin::config;
+use std::io::Read;
+use wasip2::http::outgoing_handler;
+use wasip2::http::types::{
+    ErrorCode, Fields, IncomingBody, Method, OutgoingBody, OutgoingRequest, Scheme,
+};
+use wasip2::io::streams::{InputStream, StreamError};
+
+/// Why a request failed.
+#[derive(Debug)]
+pub enum HttpError {
+    /// The host is not granted to this plugin (or a secret is not).
+    Denied(CapabilityError),
+    /// The URL could not be used.
+    InvalidUrl(String),
+    /// Transport failure (DNS, connect, TLS, protocol).
+    Transport(String),
+}
+
+impl std::fmt::Display for HttpError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HttpError::Denied(e) => f.write_str(&crate::describe_denial(e)),
+            HttpError::InvalidUrl(m) => write!(f, "invalid URL: {m}"),
+            HttpError::Transport(m) => write!(f, "HTTP request failed: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for HttpError {}
+
+fn transport(e: ErrorCode) -> HttpError {
+    match e {
+        ErrorCode::HttpRequestDenied => HttpError::Denied(CapabilityError {
+            capability: "http".into(),
+            detail: "request denied by the host".into(),
+            grant_hint: String::new(),
+        }),
+        other => HttpError::Transport(format!("{other:?}")),
+    }
+}
+
+/// An HTTP request under construction.
+#[derive(Debug, Clone)]
+pub struct Request {
+    method: Method,
+    url: String,
+    headers: Vec<(String, String)>,
+    body: Option<Vec<u8>>,
+}
+
+impl Request {
+    /// A GET request.
+    pub fn get(url: impl Into<String>) -> Self {
+        Self::new(Method::Get, url)
+    }
+
+    /// A POST request with a body.
+    pub fn post(url: impl Into<String>, body: impl Into<Vec<u8>>) -> Self {
+        let mut r = Self::new(Method::Post, url);
+        r.body = Some(body.into());
+        r
+    }
+
+    fn new(method: Method, url: impl Into<String>) -> Self {
+        Self {
+            method,
+            url: url.into(),
+            headers: Vec::new(),
+            body: None,
+        }
+    }
+
+    /// Adds a header.
+    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+
+    /// Adds `Authorization: Bearer <secret>` using a host-held secret.
+    pub fn bearer_secret(self, secret_name: &str) -> Result<Self, HttpError> {
+        let token = config::secret_ref(secret_name).map_err(HttpError::Denied)?;
+        Ok(self.header("authorization", format!("Bearer {token}")))
+    }
+
+    /// Sends the request and waits for the response head.
+    pub fn send(self) -> Result<Response, HttpError> {
+        config::check_http(&self.url).map_err(|e| {
+            if e.grant_hint.is_empty() {
+                HttpError::InvalidUrl(e.detail)
+            } else {
+                HttpError::Denied(e)
+            }
+        })?;
+        let (scheme, authority, path) = split_url(&self.url)?;
+        let headers = Fields::new();
+        for (k, v) in &self.headers {
+            headers
+                .append(k, v.as_bytes())
+                .map_err(|e| HttpError::InvalidUrl(format!("header {k}: {e:?}")))?;
+        }
+        let req = OutgoingRequest::new(headers);
+        let bad = |what: &str| HttpError::InvalidUrl(format!("{what} rejected"));
+        req.set_method(&self.method).map_err(|_| bad("method"))?;
+        req.set_scheme(Some(&scheme)).map_err(|_| bad("scheme"))?;
+        req.set_authority(Some(&authority)).map_err(|_| bad("authority"))?;
+        req.set_path_with_query(Some(&path)).map_err(|_| bad("path"))?;
+        let body = req.body().map_err(|_| bad("body"))?;
+        let pending = outgoing_handler::handle(req, None).map_err(transport)?;
+        {
+            let out = body.write().map_err(|_| bad("body stream"))?;
+            if let Some(data) = &self.body {
+                for chunk in data.chunks(4096) {
+                    out.blocking_write_and_flush(chunk)
+                        .map_err(|e| HttpError::Transport(format!("writing body: {e:?}")))?;
+                }
+            }
+        }
+        OutgoingBody::finish(body, None).map_err(transport)?;
+        pending.subscribe().block();
+        let response = match pending.get() {
+            Some(Ok(Ok(r))) => r,
+            Some(Ok(Err(e))) => return Err(transport(e)),
+            _ => return Err(HttpError::Transport("no response".into())),
+        };
+        let status = response.status();
+        let headers = response
+            .headers()
+            .entries()
+            .into_iter()
+            .map(|(k, v)| (k, String::from_utf8_lossy(&v).into_owned()))
+            .collect();
+        let body = response
+            .consume()
+            .map_err(|_| HttpError::Transport("response body unavailable".into()))?;
+        let stream = body
+            .stream()
+            .map_err(|_| HttpError::Transport("response body unavailable".into()))?;
+        Ok(Response {
+            status,
+            headers,
+            stream: Some(stream),
+            _body: body,
+            _response: response,
+        })
+    }
+}
+
+fn split_url(url: &str) -> Result<(Scheme, String, String), HttpError> {
+    let (scheme, rest) = if let Some(r) = url.strip_prefix("https://") {
+        (Scheme::Https, r)
+    } else if let Some(r) = url.strip_prefix("http://") {
+        (Scheme::Http, r)
+    } else {
+        return Err(HttpError::InvalidUrl(format!("{url}: only http and https")));
+    };
+    let (authority, path) = match rest.find(['/', '?']) {
+        Some(i) if rest.as_bytes()[i] == b'/' => (&rest[..i], rest[i..].to_string()),
+        Some(i) => (&rest[..i], format!("/{}", &rest[i..])),
+        None => (rest, "/".to_string()),
+    };
+    if authority.is_empty() {
+        return Err(HttpError::InvalidUrl(format!("{url}: no host")));
+    }
+    Ok((scheme, authority.to_string(), path))
+}
+
+/// A response whose body is read as it arrives.
+pub struct Response {
+    /// Status code.
+    pub status: u16,
+    /// Headers (lower-case names).
+    pub headers: Vec<(String, String)>,
+    stream: Option<InputStream>,
+    _body: IncomingBody,
+    _response: wasip2::http::types::IncomingResponse,
+}
+
+impl Response {
+    /// The next chunk of the body (at most 64 KiB), `None` at the end.
+    pub fn next_chunk(&mut self) -> Result<Option<Vec<u8>>, HttpError> {
+        let Some(stream) = &self.stream else {
+            return Ok(None);
+        };
+        match stream.blocking_read(64 * 1024) {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(StreamError::Closed) => {
+                self.stream = None;
+                Ok(None)
+            }
+            Err(StreamError::LastOperationFailed(e)) => {
+                Err(HttpError::Transport(e.to_debug_string()))
+            }
+        }
+    }
+
+    /// The whole body.
+    pub fn bytes(mut self) -> Result<Vec<u8>, HttpError> {
+        let mut out = Vec::new();
+        if let Some(mut s) = self.stream.take() {
+            s.read_to_end(&mut out)
+                .map_err(|e| HttpError::Transport(e.to_string()))?;
+        }
+        Ok(out)
+    }
+
+    /// The whole body as (lossy) UTF-8.
+    pub fn text(self) -> Result<String, HttpError> {
+        Ok(String::from_utf8_lossy(&self.bytes()?).into_owned())
+    }
+
+    /// A header value by (case-insensitive) name.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
