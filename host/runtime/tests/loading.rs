@@ -1,0 +1,186 @@
+//! Loading: broken and incompatible components fail alone with clear reasons,
+//! the registry keeps going, and the precompiled cache avoids recompiling.
+
+mod common;
+
+use common::*;
+use turnstone_runtime::config::PluginsConfig;
+use turnstone_runtime::registry::LoadOptions;
+use turnstone_runtime::{
+    CompileSource, LoadError, PluginRegistry, PluginSettings, PluginSource, PluginStatus, Runtime,
+    RuntimeOptions,
+};
+
+fn fresh_runtime(cache: &std::path::Path) -> Runtime {
+    Runtime::new(RuntimeOptions {
+        cache_dir: Some(cache.to_path_buf()),
+        ..Default::default()
+    })
+    .unwrap()
+}
+
+#[tokio::test]
+async fn corrupt_and_future_components_fail_alone_with_reasons() {
+    let dir = tempfile::tempdir().unwrap();
+    copy_plugin("example-plugins", "word_count", dir.path());
+    copy_plugin("test-components", "future_wit", dir.path());
+    let corrupt = copy_plugin("example-plugins", "word_count", &dir.path().join("x"));
+    // Same manifest shape, garbage component, distinct name.
+    let m = std::fs::read_to_string(corrupt.join("plugin.toml")).unwrap();
+    std::fs::write(
+        corrupt.join("plugin.toml"),
+        m.replace("name = \"word_count\"", "name = \"corrupt\""),
+    )
+    .unwrap();
+    std::fs::write(corrupt.join("corrupt.wasm"), b"\0asm\x0d\0\x01\0garbage-garbage").unwrap();
+    std::fs::rename(&corrupt, dir.path().join("corrupt")).unwrap();
+    let bad_toml = dir.path().join("bad_manifest");
+    std::fs::create_dir(&bad_toml).unwrap();
+    std::fs::write(bad_toml.join("plugin.toml"), "[plugin]\nname = 3\n").unwrap();
+    let not_wasm = dir.path().join("not_wasm");
+    std::fs::create_dir(&not_wasm).unwrap();
+    std::fs::write(
+        not_wasm.join("plugin.toml"),
+        "[plugin]\nname = \"not_wasm\"\nversion = \"1.0.0\"\nkind = \"tool\"\nwit = \"0.1.0\"\n",
+    )
+    .unwrap();
+    std::fs::write(not_wasm.join("not_wasm.wasm"), b"#!/bin/sh\necho hi\n").unwrap();
+
+    let rt = runtime();
+    let opts = LoadOptions {
+        config: PluginsConfig {
+            dirs: vec![dir.path().to_path_buf()],
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let reg = PluginRegistry::load_all(&rt, &opts).await;
+    let status = |name: &str| -> String {
+        let e = reg.entries().iter().find(|e| e.name() == name).unwrap_or_else(|| panic!("{name} listed"));
+        match &e.status {
+            PluginStatus::Loaded(_) => "loaded".into(),
+            PluginStatus::Disabled => "disabled".into(),
+            PluginStatus::Failed(r) => r.clone(),
+        }
+    };
+    assert_eq!(status("word_count"), "loaded");
+    assert!(status("corrupt").starts_with("invalid component:"), "{}", status("corrupt"));
+    let future = status("future_wit");
+    assert!(future.contains("turnstone:plugin/tool@9.9.9"), "{future}");
+    assert!(future.contains("supported turnstone:plugin versions: 0.1.0"), "{future}");
+    assert!(status("bad_manifest").contains("invalid manifest"), "{}", status("bad_manifest"));
+    assert!(status("not_wasm").contains("bad magic"), "{}", status("not_wasm"));
+    assert!(reg.tool("word_count").is_some());
+}
+
+#[tokio::test]
+async fn manifest_must_match_the_component() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = copy_plugin("example-plugins", "word_count", dir.path());
+    let m = std::fs::read_to_string(p.join("plugin.toml")).unwrap();
+    std::fs::write(p.join("plugin.toml"), m.replace("kind = \"tool\"", "kind = \"provider\"")).unwrap();
+    let rt = runtime();
+    let err = rt
+        .load(PluginSource { dir: p, builtin: false }, PluginSettings::default())
+        .await
+        .err()
+        .expect("kind mismatch must fail");
+    assert!(err.to_string().contains("kind = \"provider\" but the component implements the tool world"), "{err}");
+}
+
+#[tokio::test]
+async fn duplicate_plugins_and_disabled_plugins_are_reported() {
+    let a = tempfile::tempdir().unwrap();
+    let b = tempfile::tempdir().unwrap();
+    copy_plugin("example-plugins", "word_count", a.path());
+    copy_plugin("example-plugins", "word_count", b.path());
+    copy_plugin("test-components", "hostile", b.path());
+    let rt = runtime();
+    let opts = LoadOptions {
+        config: PluginsConfig {
+            dirs: vec![a.path().to_path_buf(), b.path().to_path_buf()],
+            disabled: vec!["hostile".into()],
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let reg = PluginRegistry::load_all(&rt, &opts).await;
+    let statuses: Vec<(String, String)> = reg
+        .entries()
+        .iter()
+        .map(|e| {
+            let s = match &e.status {
+                PluginStatus::Loaded(_) => "loaded".to_string(),
+                PluginStatus::Disabled => "disabled".to_string(),
+                PluginStatus::Failed(r) => r.clone(),
+            };
+            (e.name(), s)
+        })
+        .collect();
+    assert_eq!(statuses[0], ("word_count".to_string(), "loaded".to_string()));
+    assert_eq!(statuses[1].0, "hostile");
+    assert_eq!(statuses[1].1, "disabled");
+    assert!(statuses[2].1.contains("another plugin named word_count is already loaded"), "{statuses:?}");
+    assert_eq!(reg.loaded().count(), 1);
+}
+
+#[tokio::test]
+async fn second_load_comes_from_the_cache_without_recompiling() {
+    let cache = tempfile::tempdir().unwrap();
+    let first = fresh_runtime(cache.path());
+    let p1 = first
+        .load(source("example-plugins", "word_count", false), PluginSettings::default())
+        .await
+        .unwrap();
+    assert_eq!(p1.compile_source, CompileSource::Compiled);
+    let entries: Vec<_> = std::fs::read_dir(cache.path()).unwrap().collect();
+    assert_eq!(entries.len(), 1, "one .cwasm written");
+    drop(p1);
+    drop(first);
+
+    // A new runtime (as after a restart) loads the .cwasm instead of compiling.
+    let second = fresh_runtime(cache.path());
+    let p2 = second
+        .load(source("example-plugins", "word_count", false), PluginSettings::default())
+        .await
+        .unwrap();
+    assert_eq!(p2.compile_source, CompileSource::Cache);
+    let (_t, ws) = workspace();
+    let out = p2.execute("word_count", r#"{"text":"a b"}"#, &ctx(&ws), sink(), None).await.unwrap();
+    assert!(out.output.contains("words: 2"));
+
+    // A cache entry that anyone could have written is not trusted: recompiled.
+    let entry = std::fs::read_dir(cache.path()).unwrap().next().unwrap().unwrap().path();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&entry, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let p3 = second
+        .load(source("example-plugins", "word_count", false), PluginSettings::default())
+        .await
+        .unwrap();
+    assert_eq!(p3.compile_source, CompileSource::Compiled);
+
+    // A corrupted entry is discarded and rebuilt, not loaded.
+    std::fs::write(&entry, b"not a cwasm").unwrap();
+    std::fs::set_permissions(&entry, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let p4 = second
+        .load(source("example-plugins", "word_count", false), PluginSettings::default())
+        .await
+        .unwrap();
+    assert_eq!(p4.compile_source, CompileSource::Compiled);
+    let p5 = second
+        .load(source("example-plugins", "word_count", false), PluginSettings::default())
+        .await
+        .unwrap();
+    assert_eq!(p5.compile_source, CompileSource::Cache);
+}
+
+#[tokio::test]
+async fn unknown_wit_version_is_refused_directly() {
+    let rt = runtime();
+    let err = rt
+        .load(source("test-components", "future_wit", false), PluginSettings::default())
+        .await
+        .err()
+        .unwrap();
+    assert!(matches!(err, LoadError::UnsupportedWit { .. }), "{err}");
+}
