@@ -108,8 +108,10 @@ impl Request {
         let bad = |what: &str| HttpError::InvalidUrl(format!("{what} rejected"));
         req.set_method(&self.method).map_err(|_| bad("method"))?;
         req.set_scheme(Some(&scheme)).map_err(|_| bad("scheme"))?;
-        req.set_authority(Some(&authority)).map_err(|_| bad("authority"))?;
-        req.set_path_with_query(Some(&path)).map_err(|_| bad("path"))?;
+        req.set_authority(Some(&authority))
+            .map_err(|_| bad("authority"))?;
+        req.set_path_with_query(Some(&path))
+            .map_err(|_| bad("path"))?;
         let body = req.body().map_err(|_| bad("body"))?;
         let pending = outgoing_handler::handle(req, None).map_err(transport)?;
         {

@@ -43,6 +43,7 @@
 //! Everything outside those capabilities — files, network, processes, secrets —
 //! is denied by the host with a [`CapabilityError`] explaining the grant needed.
 
+pub mod fs;
 pub mod host;
 pub mod http;
 pub mod process;
@@ -70,9 +71,7 @@ pub use bindings::turnstone::plugin::types::CapabilityError;
 
 /// Everything a tool author usually needs.
 pub mod prelude {
-    pub use crate::{
-        Context, Image, Output, Preview, Tool, ToolError, ToolMeta, register_tools,
-    };
+    pub use crate::{Context, Image, Output, Preview, Tool, ToolError, ToolMeta, register_tools};
     pub use schemars::JsonSchema;
     pub use serde::Deserialize;
 }
@@ -296,9 +295,12 @@ pub mod __private {
     };
 
     fn parse<T: Tool>(arguments: &str) -> Result<T::Args, String> {
-        let text = if arguments.trim().is_empty() { "{}" } else { arguments };
-        serde_json::from_str(text)
-            .map_err(|e| format!("invalid arguments for {}: {e}", T::NAME))
+        let text = if arguments.trim().is_empty() {
+            "{}"
+        } else {
+            arguments
+        };
+        serde_json::from_str(text).map_err(|e| format!("invalid arguments for {}: {e}", T::NAME))
     }
 
     pub fn spec<T: Tool>() -> ToolSpec {
@@ -362,9 +364,8 @@ pub mod __private {
 
 /// Exports the listed [`Tool`] types as this component's tools.
 ///
-/// ```ignore
-/// register_tools!(ReadFile, WriteFile);
-/// ```
+/// One invocation per component, listing every tool type, e.g.
+/// `register_tools!(ReadFile, WriteFile);` (see the crate-level example).
 #[macro_export]
 macro_rules! register_tools {
     ($($tool:ty),+ $(,)?) => {
@@ -439,7 +440,10 @@ mod tests {
         assert_eq!(s["type"], "object");
         assert_eq!(s["properties"]["path"]["type"], "string");
         assert_eq!(s["properties"]["path"]["description"], "The path.");
-        assert_eq!(s["properties"]["nested"]["properties"]["flag"]["type"], "boolean");
+        assert_eq!(
+            s["properties"]["nested"]["properties"]["flag"]["type"],
+            "boolean"
+        );
         let required: Vec<&str> = s["required"]
             .as_array()
             .unwrap()

@@ -68,7 +68,11 @@ fn ensure_wasm_target() -> Result<()> {
         .current_dir(root())
         .output();
     match out {
-        Ok(o) if String::from_utf8_lossy(&o.stdout).lines().any(|l| l.trim() == WASM_TARGET) => {
+        Ok(o)
+            if String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .any(|l| l.trim() == WASM_TARGET) =>
+        {
             Ok(())
         }
         Ok(_) => run(Command::new("rustup")
@@ -123,7 +127,13 @@ fn build_guests() -> Result<()> {
     for set in GUEST_SETS {
         let ws = root.join(set.workspace);
         run(cargo()
-            .args(["build", "--release", "--target", WASM_TARGET, "--manifest-path"])
+            .args([
+                "build",
+                "--release",
+                "--target",
+                WASM_TARGET,
+                "--manifest-path",
+            ])
             .arg(ws.join("Cargo.toml"))
             .arg("--target-dir")
             .arg(&target_dir))?;
@@ -160,7 +170,8 @@ fn build_guests() -> Result<()> {
 fn build(release: bool) -> Result<()> {
     build_guests()?;
     let mut cmd = cargo();
-    cmd.args(["build", "--package", "turnstone"]).current_dir(root());
+    cmd.args(["build", "--package", "turnstone"])
+        .current_dir(root());
     if release {
         cmd.arg("--release");
     }
@@ -186,13 +197,20 @@ fn lint() -> Result<()> {
     let root = root();
     run(cargo().args(["fmt", "--all", "--check"]).current_dir(&root))?;
     run(cargo()
-        .args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"])
+        .args([
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ])
         .current_dir(&root))?;
     let guest_manifests = ["sdk-guest", "tools", "plugins", "tests/guests"];
     for ws in guest_manifests {
         let manifest = root.join(ws).join("Cargo.toml");
         run(cargo()
-            .args(["fmt", "--check", "--manifest-path"])
+            .args(["fmt", "--all", "--check", "--manifest-path"])
             .arg(&manifest))?;
         run(cargo()
             .args(["clippy", "--target", WASM_TARGET, "--manifest-path"])
@@ -206,7 +224,9 @@ fn lint() -> Result<()> {
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let (cmd, rest) = args.split_first().map_or(("help", &[][..]), |(c, r)| (c.as_str(), r));
+    let (cmd, rest) = args
+        .split_first()
+        .map_or(("help", &[][..]), |(c, r)| (c.as_str(), r));
     match cmd {
         "build" => build(rest.iter().any(|a| a == "--release")),
         "build-components" => build_guests(),

@@ -25,12 +25,11 @@ impl LoadedPlugin {
         sink: Arc<dyn ToolOutputSink>,
         cancelled: Arc<AtomicBool>,
     ) -> Result<Store<HostState>, CallError> {
-        let state = HostState::new(self.ctx.clone(), sink, cancelled).map_err(|e| {
-            CallError::Host {
+        let state =
+            HostState::new(self.ctx.clone(), sink, cancelled).map_err(|e| CallError::Host {
                 plugin: self.name().to_string(),
                 message: format!("cannot prepare sandbox: {e}"),
-            }
-        })?;
+            })?;
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limiter);
         let deadline = Instant::now() + self.ctx.limits.call_timeout;
@@ -111,7 +110,9 @@ impl LoadedPlugin {
         result
     }
 
-    fn tool_pre(&self) -> Result<&crate::bindings::v0_1_0::tool::ToolPluginPre<HostState>, CallError> {
+    fn tool_pre(
+        &self,
+    ) -> Result<&crate::bindings::v0_1_0::tool::ToolPluginPre<HostState>, CallError> {
         match &self.pre {
             InstancePre::Tool(p) => Ok(p),
             _ => Err(self.wrong_kind("tool")),
@@ -131,7 +132,9 @@ impl LoadedPlugin {
         let pre = self.tool_pre()?;
         self.run(Arc::new(NullSink), None, async |store| {
             let inst = pre.instantiate_async(&mut *store).await?;
-            inst.turnstone_plugin_tool().call_describe(&mut *store).await
+            inst.turnstone_plugin_tool()
+                .call_describe(&mut *store)
+                .await
         })
         .await
     }

@@ -62,10 +62,14 @@ pub struct Capabilities {
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum CapabilityParseError {
     /// A host pattern that would allow everything or cannot be parsed.
-    #[error("http grant {0:?} is not allowed: name a host, host:port or *.domain (a bare \"*\" would allow every host)")]
+    #[error(
+        "http grant {0:?} is not allowed: name a host, host:port or *.domain (a bare \"*\" would allow every host)"
+    )]
     BadHost(String),
     /// A filesystem path that is relative (other than the workspace forms) or escapes.
-    #[error("filesystem grant {0:?} must be \"workspace\", \"workspace/<dir>\" or an absolute path without \"..\"")]
+    #[error(
+        "filesystem grant {0:?} must be \"workspace\", \"workspace/<dir>\" or an absolute path without \"..\""
+    )]
     BadPath(String),
     /// A program, variable or secret name that is empty or contains odd characters.
     #[error("{kind} name {name:?} is invalid")]
@@ -489,7 +493,11 @@ mod tests {
         );
         assert!(eff.check_http("b.com", 443).is_ok());
         let denied_a = eff.check_http("a.com", 443).unwrap_err();
-        assert!(denied_a.hint.contains("[plugins.grants.p] http = [\"a.com\"]"));
+        assert!(
+            denied_a
+                .hint
+                .contains("[plugins.grants.p] http = [\"a.com\"]")
+        );
         let denied_c = eff.check_http("c.com", 443).unwrap_err();
         assert!(denied_c.hint.contains("manifest does not request it"));
     }

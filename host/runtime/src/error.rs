@@ -17,7 +17,9 @@ pub enum LoadError {
     #[error("invalid component: {0}")]
     Compile(String),
     /// The component exports no `turnstone:plugin` world.
-    #[error("the component exports no turnstone:plugin world (tool, provider or channel); was it built with the Turnstone SDK?")]
+    #[error(
+        "the component exports no turnstone:plugin world (tool, provider or channel); was it built with the Turnstone SDK?"
+    )]
     NotAPlugin,
     /// Built against a WIT version this host does not know.
     #[error("the component implements {found}, which this host does not support (supported turnstone:plugin versions: {})", SUPPORTED_WIT_VERSIONS.join(", "))]

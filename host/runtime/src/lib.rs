@@ -28,7 +28,7 @@ pub use call::{CallContext, Preview, ToolResult};
 pub use capability::{Access, Capabilities, EffectiveCapabilities, FsGrant};
 pub use error::{CallError, LoadError, RuntimeError};
 pub use manifest::{Manifest, PluginKind};
-pub use plugin::{LoadedPlugin, Limits, PluginSettings, PluginSource, SecretSource, ToolSpec};
+pub use plugin::{Limits, LoadedPlugin, PluginSettings, PluginSource, SecretSource, ToolSpec};
 pub use registry::{PluginEntry, PluginRegistry, PluginStatus};
 pub use state::ToolOutputSink;
 
@@ -76,8 +76,7 @@ impl Runtime {
         let setup = |e: wasmtime::Error| RuntimeError::Engine(format!("{e:#}"));
         let engine = engine::build_engine(&opts.engine).map_err(setup)?;
         let mut tool_linker = base_linker(&engine).map_err(setup)?;
-        tool::ToolPlugin::add_to_linker::<_, HasSelf<_>>(&mut tool_linker, |s| s)
-            .map_err(setup)?;
+        tool::ToolPlugin::add_to_linker::<_, HasSelf<_>>(&mut tool_linker, |s| s).map_err(setup)?;
         let mut provider_linker = base_linker(&engine).map_err(setup)?;
         provider::ProviderPlugin::add_to_linker::<_, HasSelf<_>>(&mut provider_linker, |s| s)
             .map_err(setup)?;

@@ -225,14 +225,23 @@ http = ["api.example.com"]
     fn rejects_bad_manifests_with_reasons() {
         let cases = [
             (GOOD.replace("word_count", "word count"), "plugin name"),
-            (GOOD.replace("version = \"0.1.0\"", "version = \"x\""), "semantic"),
+            (
+                GOOD.replace("version = \"0.1.0\"", "version = \"x\""),
+                "semantic",
+            ),
             (GOOD.replace("api.example.com", "*"), "http grant"),
-            (GOOD.replace("kind = \"tool\"", "kind = \"robot\""), "unknown variant"),
+            (
+                GOOD.replace("kind = \"tool\"", "kind = \"robot\""),
+                "unknown variant",
+            ),
             (format!("{GOOD}\nunknown = 1\n"), "unknown field"),
         ];
         for (text, needle) in cases {
             let err = Manifest::parse(&text, Path::new("p.toml")).unwrap_err();
-            assert!(err.to_string().contains(needle), "{err} should mention {needle}");
+            assert!(
+                err.to_string().contains(needle),
+                "{err} should mention {needle}"
+            );
         }
     }
 }

@@ -1,6 +1,7 @@
 //! A loaded plugin: manifest, compiled component, pre-instantiated linker, its
 //! described tools and its effective capabilities.
 
+use crate::Runtime;
 use crate::bindings::v0_1_0::{channel, provider, tool};
 use crate::cache::CompileSource;
 use crate::capability::{Capabilities, EffectiveCapabilities};
@@ -8,10 +9,9 @@ use crate::error::LoadError;
 use crate::host::kv::KvStore;
 use crate::manifest::{Manifest, PluginKind, SUPPORTED_WIT_VERSIONS, valid_name};
 use crate::state::HostState;
-use crate::Runtime;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -154,7 +154,7 @@ impl Default for PluginSettings {
 }
 
 /// A tool as described by its component.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ToolSpec {
     /// Tool name.
     pub name: String,
@@ -178,6 +178,43 @@ pub struct ToolSpec {
     pub cwd_note: Option<String>,
     /// Workspace note template.
     pub workspace_note: Option<String>,
+}
+
+impl ToolSpec {
+    /// Normalises raw model arguments: a JSON object passes through unchanged
+    /// (byte-exact); a bare string (JSON string or not JSON at all) maps to the
+    /// tool's `primary_key`. Anything else is a clear error.
+    pub fn coerce_arguments(&self, raw: &str) -> Result<String, String> {
+        let trimmed = raw.trim();
+        if trimmed.is_empty() {
+            return Ok("{}".into());
+        }
+        match serde_json::from_str::<serde_json::Value>(trimmed) {
+            Ok(serde_json::Value::Object(_)) => Ok(raw.to_string()),
+            Ok(serde_json::Value::String(s)) => self.wrap_primary(s),
+            Ok(other) => Err(format!(
+                "arguments for {} must be a JSON object, got {}",
+                self.name,
+                match other {
+                    serde_json::Value::Array(_) => "an array",
+                    serde_json::Value::Number(_) => "a number",
+                    serde_json::Value::Bool(_) => "a boolean",
+                    _ => "null",
+                }
+            )),
+            Err(_) => self.wrap_primary(raw.to_string()),
+        }
+    }
+
+    fn wrap_primary(&self, value: String) -> Result<String, String> {
+        match &self.primary_key {
+            Some(pk) => Ok(serde_json::json!({ pk.as_str(): value }).to_string()),
+            None => Err(format!(
+                "arguments for {} are not a JSON object and the tool has no primary key",
+                self.name
+            )),
+        }
+    }
 }
 
 pub(crate) enum InstancePre {
@@ -255,7 +292,9 @@ fn detect_world(engine: &Engine, component: &Component) -> Result<(PluginKind, S
     }
 }
 
-fn convert_spec(s: tool::exports::turnstone::plugin::tool::ToolSpec) -> Result<ToolSpec, LoadError> {
+fn convert_spec(
+    s: tool::exports::turnstone::plugin::tool::ToolSpec,
+) -> Result<ToolSpec, LoadError> {
     if !valid_name(&s.name) {
         return Err(LoadError::Invalid(format!(
             "tool name {:?} must be 1-64 characters of [A-Za-z0-9_-]",
@@ -357,19 +396,25 @@ impl Runtime {
         let pre = match kind {
             PluginKind::Tool => InstancePre::Tool(
                 tool::ToolPluginPre::new(
-                    self.linker(kind).instantiate_pre(&component).map_err(link_err)?,
+                    self.linker(kind)
+                        .instantiate_pre(&component)
+                        .map_err(link_err)?,
                 )
                 .map_err(link_err)?,
             ),
             PluginKind::Provider => InstancePre::Provider(
                 provider::ProviderPluginPre::new(
-                    self.linker(kind).instantiate_pre(&component).map_err(link_err)?,
+                    self.linker(kind)
+                        .instantiate_pre(&component)
+                        .map_err(link_err)?,
                 )
                 .map_err(link_err)?,
             ),
             PluginKind::Channel => InstancePre::Channel(
                 channel::ChannelPluginPre::new(
-                    self.linker(kind).instantiate_pre(&component).map_err(link_err)?,
+                    self.linker(kind)
+                        .instantiate_pre(&component)
+                        .map_err(link_err)?,
                 )
                 .map_err(link_err)?,
             ),
@@ -431,7 +476,9 @@ impl Runtime {
                 tools.push(spec);
             }
             if tools.is_empty() {
-                return Err(LoadError::Invalid("the component describes no tools".into()));
+                return Err(LoadError::Invalid(
+                    "the component describes no tools".into(),
+                ));
             }
             plugin.tools = tools;
         }
@@ -439,7 +486,48 @@ impl Runtime {
     }
 }
 
-/// Reads a plugin directory's manifest without compiling anything.
-pub fn read_manifest(dir: &Path) -> Result<Manifest, LoadError> {
-    Ok(Manifest::load(&dir.join("plugin.toml"))?)
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(pk: Option<&str>) -> ToolSpec {
+        ToolSpec {
+            name: "t".into(),
+            description: String::new(),
+            parameters: serde_json::json!({"type": "object"}),
+            task_agent: false,
+            auto_approve: false,
+            primary_key: pk.map(str::to_string),
+            coordinator: false,
+            interactive: false,
+            kind_variants: None,
+            cwd_note: None,
+            workspace_note: None,
+        }
+    }
+
+    #[test]
+    fn arguments_are_coerced_through_the_primary_key() {
+        let s = spec(Some("command"));
+        assert_eq!(
+            s.coerce_arguments(r#"{"command": "ls"}"#).unwrap(),
+            r#"{"command": "ls"}"#
+        );
+        assert_eq!(
+            s.coerce_arguments("ls -la").unwrap(),
+            r#"{"command":"ls -la"}"#
+        );
+        assert_eq!(
+            s.coerce_arguments(r#""ls""#).unwrap(),
+            r#"{"command":"ls"}"#
+        );
+        assert_eq!(s.coerce_arguments("").unwrap(), "{}");
+        assert!(s.coerce_arguments("[1]").unwrap_err().contains("an array"));
+        assert!(
+            spec(None)
+                .coerce_arguments("ls")
+                .unwrap_err()
+                .contains("no primary key")
+        );
+    }
 }

@@ -7,7 +7,9 @@ use crate::capability::Capabilities;
 use crate::config::{PluginsConfig, expand_home};
 use crate::host::kv::MemoryKv;
 use crate::manifest::Manifest;
-use crate::plugin::{EnvSecrets, LoadedPlugin, PluginSettings, PluginSource, SecretSource, ToolSpec};
+use crate::plugin::{
+    EnvSecrets, LoadedPlugin, PluginSettings, PluginSource, SecretSource, ToolSpec,
+};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -108,11 +110,18 @@ impl PluginRegistry {
     pub async fn load_all(runtime: &Runtime, opts: &LoadOptions) -> Self {
         let mut sources: Vec<PluginSource> = Vec::new();
         if let Some(b) = &opts.builtin_dir {
-            sources.extend(discover(b).into_iter().map(|dir| PluginSource { dir, builtin: true }));
+            sources.extend(
+                discover(b)
+                    .into_iter()
+                    .map(|dir| PluginSource { dir, builtin: true }),
+            );
         }
         for d in &opts.config.dirs {
             let d = expand_home(d);
-            sources.extend(discover(&d).into_iter().map(|dir| PluginSource { dir, builtin: false }));
+            sources.extend(discover(&d).into_iter().map(|dir| PluginSource {
+                dir,
+                builtin: false,
+            }));
         }
         let mut reg = PluginRegistry::default();
         for source in sources {
@@ -134,7 +143,12 @@ impl PluginRegistry {
         reg
     }
 
-    async fn load_one(&self, runtime: &Runtime, opts: &LoadOptions, source: PluginSource) -> PluginEntry {
+    async fn load_one(
+        &self,
+        runtime: &Runtime,
+        opts: &LoadOptions,
+        source: PluginSource,
+    ) -> PluginEntry {
         let mut entry = PluginEntry {
             dir: source.dir.clone(),
             builtin: source.builtin,
@@ -186,7 +200,11 @@ impl PluginRegistry {
     fn tool_clash(&self, p: &LoadedPlugin) -> Option<String> {
         p.tools.iter().find_map(|t| {
             self.tool(&t.name).map(|(other, _)| {
-                format!("tool {} is already provided by plugin {}", t.name, other.name())
+                format!(
+                    "tool {} is already provided by plugin {}",
+                    t.name,
+                    other.name()
+                )
             })
         })
     }
@@ -211,8 +229,7 @@ impl PluginRegistry {
 
     /// The plugin providing tool `name`, and the tool's spec.
     pub fn tool(&self, name: &str) -> Option<(&Arc<LoadedPlugin>, &ToolSpec)> {
-        self.loaded()
-            .find_map(|p| p.tool(name).map(|t| (p, t)))
+        self.loaded().find_map(|p| p.tool(name).map(|t| (p, t)))
     }
 
     /// All tools of loaded plugins.
@@ -226,7 +243,10 @@ impl PluginRegistry {
 pub fn default_builtin_dir() -> Option<PathBuf> {
     let exe = std::env::current_exe().ok()?;
     let bin_dir = exe.parent()?;
-    [bin_dir.join("components"), bin_dir.parent()?.join("components")]
-        .into_iter()
-        .find(|p| p.is_dir())
+    [
+        bin_dir.join("components"),
+        bin_dir.parent()?.join("components"),
+    ]
+    .into_iter()
+    .find(|p| p.is_dir())
 }

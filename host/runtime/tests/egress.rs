@@ -44,7 +44,9 @@ async fn server(mut release: mpsc::UnboundedReceiver<()>) -> Server {
                 .await
                 .unwrap();
             for part in ["alpha;", "beta;", "gamma;"] {
-                sock.write_all(format!("{:x}\r\n{part}\r\n", part.len()).as_bytes()).await.unwrap();
+                sock.write_all(format!("{:x}\r\n{part}\r\n", part.len()).as_bytes())
+                    .await
+                    .unwrap();
                 sock.flush().await.unwrap();
                 // The next part is sent only once the guest has streamed this one out.
                 let _ = tokio::time::timeout(Duration::from_secs(5), release.recv()).await;
@@ -52,7 +54,11 @@ async fn server(mut release: mpsc::UnboundedReceiver<()>) -> Server {
             sock.write_all(b"0\r\n\r\n").await.unwrap();
         }
     });
-    Server { port, connections, heads }
+    Server {
+        port,
+        connections,
+        heads,
+    }
 }
 
 async fn hostile(rt: &Runtime, grant_toml: &str) -> LoadedPlugin {
@@ -86,13 +92,22 @@ async fn ungranted_hosts_are_denied_before_any_connection() {
     let p = hostile(&rt, r#"http = ["127.0.0.1:1"]"#).await;
     let url = format!("http://127.0.0.1:{}/", srv.port);
     let via_sdk = p
-        .execute("fetch", &serde_json::json!({ "url": url }).to_string(), &ctx(&ws), sink(), None)
+        .execute(
+            "fetch",
+            &serde_json::json!({ "url": url }).to_string(),
+            &ctx(&ws),
+            sink(),
+            None,
+        )
         .await
         .unwrap();
     assert!(via_sdk.is_error);
     assert!(via_sdk.output.contains("http denied"), "{}", via_sdk.output);
     assert!(
-        via_sdk.output.contains(&format!("[plugins.grants.hostile] http = [\"127.0.0.1:{}\"]", srv.port)),
+        via_sdk.output.contains(&format!(
+            "[plugins.grants.hostile] http = [\"127.0.0.1:{}\"]",
+            srv.port
+        )),
         "the denial names the grant that would allow it: {}",
         via_sdk.output
     );
@@ -122,7 +137,11 @@ async fn ungranted_hosts_are_denied_before_any_connection() {
         .unwrap();
     assert_eq!(by_name.output, "ErrorCode::HttpRequestDenied");
     tokio::time::sleep(Duration::from_millis(100)).await;
-    assert_eq!(srv.connections.load(Ordering::SeqCst), 0, "no connection may be opened");
+    assert_eq!(
+        srv.connections.load(Ordering::SeqCst),
+        0,
+        "no connection may be opened"
+    );
     assert_eq!(p.ctx.counters.denials(), 2, "hook denials are counted");
 }
 
@@ -134,7 +153,10 @@ async fn granted_host_streams_chunk_by_chunk_with_an_injected_secret() {
     let (_t, ws) = workspace();
     let p = hostile(
         &rt,
-        &format!("http = [\"127.0.0.1:{}\"]\nsecrets = [\"HOSTILE_TOKEN\"]", srv.port),
+        &format!(
+            "http = [\"127.0.0.1:{}\"]\nsecrets = [\"HOSTILE_TOKEN\"]",
+            srv.port
+        ),
     )
     .await;
     // Forward each streamed chunk to the server as the go-ahead for the next one:
@@ -168,8 +190,14 @@ async fn granted_host_streams_chunk_by_chunk_with_an_injected_secret() {
     assert_eq!(seen, ["alpha;", "beta;", "gamma;"]);
     let head = srv.heads.recv().await.unwrap().to_ascii_lowercase();
     assert!(head.starts_with("get /stream http/1.1"), "{head}");
-    assert!(head.contains("authorization: bearer s3cret-value"), "host injects the secret: {head}");
-    assert!(!r.output.contains("s3cret"), "the guest never sees the secret");
+    assert!(
+        head.contains("authorization: bearer s3cret-value"),
+        "host injects the secret: {head}"
+    );
+    assert!(
+        !r.output.contains("s3cret"),
+        "the guest never sees the secret"
+    );
     assert_eq!(srv.connections.load(Ordering::SeqCst), 1);
 }
 
@@ -193,6 +221,10 @@ async fn ungranted_secret_is_a_typed_denial() {
         .unwrap();
     assert!(r.is_error);
     assert!(r.output.contains("secret denied"), "{}", r.output);
-    assert!(r.output.contains("secrets = [\"HOSTILE_TOKEN\"]"), "{}", r.output);
+    assert!(
+        r.output.contains("secrets = [\"HOSTILE_TOKEN\"]"),
+        "{}",
+        r.output
+    );
     assert_eq!(srv.connections.load(Ordering::SeqCst), 0);
 }

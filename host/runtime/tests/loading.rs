@@ -32,7 +32,11 @@ async fn corrupt_and_future_components_fail_alone_with_reasons() {
         m.replace("name = \"word_count\"", "name = \"corrupt\""),
     )
     .unwrap();
-    std::fs::write(corrupt.join("corrupt.wasm"), b"\0asm\x0d\0\x01\0garbage-garbage").unwrap();
+    std::fs::write(
+        corrupt.join("corrupt.wasm"),
+        b"\0asm\x0d\0\x01\0garbage-garbage",
+    )
+    .unwrap();
     std::fs::rename(&corrupt, dir.path().join("corrupt")).unwrap();
     let bad_toml = dir.path().join("bad_manifest");
     std::fs::create_dir(&bad_toml).unwrap();
@@ -56,7 +60,11 @@ async fn corrupt_and_future_components_fail_alone_with_reasons() {
     };
     let reg = PluginRegistry::load_all(&rt, &opts).await;
     let status = |name: &str| -> String {
-        let e = reg.entries().iter().find(|e| e.name() == name).unwrap_or_else(|| panic!("{name} listed"));
+        let e = reg
+            .entries()
+            .iter()
+            .find(|e| e.name() == name)
+            .unwrap_or_else(|| panic!("{name} listed"));
         match &e.status {
             PluginStatus::Loaded(_) => "loaded".into(),
             PluginStatus::Disabled => "disabled".into(),
@@ -64,12 +72,27 @@ async fn corrupt_and_future_components_fail_alone_with_reasons() {
         }
     };
     assert_eq!(status("word_count"), "loaded");
-    assert!(status("corrupt").starts_with("invalid component:"), "{}", status("corrupt"));
+    assert!(
+        status("corrupt").starts_with("invalid component:"),
+        "{}",
+        status("corrupt")
+    );
     let future = status("future_wit");
     assert!(future.contains("turnstone:plugin/tool@9.9.9"), "{future}");
-    assert!(future.contains("supported turnstone:plugin versions: 0.1.0"), "{future}");
-    assert!(status("bad_manifest").contains("invalid manifest"), "{}", status("bad_manifest"));
-    assert!(status("not_wasm").contains("bad magic"), "{}", status("not_wasm"));
+    assert!(
+        future.contains("supported turnstone:plugin versions: 0.1.0"),
+        "{future}"
+    );
+    assert!(
+        status("bad_manifest").contains("invalid manifest"),
+        "{}",
+        status("bad_manifest")
+    );
+    assert!(
+        status("not_wasm").contains("bad magic"),
+        "{}",
+        status("not_wasm")
+    );
     assert!(reg.tool("word_count").is_some());
 }
 
@@ -78,14 +101,28 @@ async fn manifest_must_match_the_component() {
     let dir = tempfile::tempdir().unwrap();
     let p = copy_plugin("example-plugins", "word_count", dir.path());
     let m = std::fs::read_to_string(p.join("plugin.toml")).unwrap();
-    std::fs::write(p.join("plugin.toml"), m.replace("kind = \"tool\"", "kind = \"provider\"")).unwrap();
+    std::fs::write(
+        p.join("plugin.toml"),
+        m.replace("kind = \"tool\"", "kind = \"provider\""),
+    )
+    .unwrap();
     let rt = runtime();
     let err = rt
-        .load(PluginSource { dir: p, builtin: false }, PluginSettings::default())
+        .load(
+            PluginSource {
+                dir: p,
+                builtin: false,
+            },
+            PluginSettings::default(),
+        )
         .await
         .err()
         .expect("kind mismatch must fail");
-    assert!(err.to_string().contains("kind = \"provider\" but the component implements the tool world"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("kind = \"provider\" but the component implements the tool world"),
+        "{err}"
+    );
 }
 
 #[tokio::test]
@@ -117,10 +154,18 @@ async fn duplicate_plugins_and_disabled_plugins_are_reported() {
             (e.name(), s)
         })
         .collect();
-    assert_eq!(statuses[0], ("word_count".to_string(), "loaded".to_string()));
+    assert_eq!(
+        statuses[0],
+        ("word_count".to_string(), "loaded".to_string())
+    );
     assert_eq!(statuses[1].0, "hostile");
     assert_eq!(statuses[1].1, "disabled");
-    assert!(statuses[2].1.contains("another plugin named word_count is already loaded"), "{statuses:?}");
+    assert!(
+        statuses[2]
+            .1
+            .contains("another plugin named word_count is already loaded"),
+        "{statuses:?}"
+    );
     assert_eq!(reg.loaded().count(), 1);
 }
 
@@ -129,7 +174,10 @@ async fn second_load_comes_from_the_cache_without_recompiling() {
     let cache = tempfile::tempdir().unwrap();
     let first = fresh_runtime(cache.path());
     let p1 = first
-        .load(source("example-plugins", "word_count", false), PluginSettings::default())
+        .load(
+            source("example-plugins", "word_count", false),
+            PluginSettings::default(),
+        )
         .await
         .unwrap();
     assert_eq!(p1.compile_source, CompileSource::Compiled);
@@ -141,20 +189,34 @@ async fn second_load_comes_from_the_cache_without_recompiling() {
     // A new runtime (as after a restart) loads the .cwasm instead of compiling.
     let second = fresh_runtime(cache.path());
     let p2 = second
-        .load(source("example-plugins", "word_count", false), PluginSettings::default())
+        .load(
+            source("example-plugins", "word_count", false),
+            PluginSettings::default(),
+        )
         .await
         .unwrap();
     assert_eq!(p2.compile_source, CompileSource::Cache);
     let (_t, ws) = workspace();
-    let out = p2.execute("word_count", r#"{"text":"a b"}"#, &ctx(&ws), sink(), None).await.unwrap();
+    let out = p2
+        .execute("word_count", r#"{"text":"a b"}"#, &ctx(&ws), sink(), None)
+        .await
+        .unwrap();
     assert!(out.output.contains("words: 2"));
 
     // A cache entry that anyone could have written is not trusted: recompiled.
-    let entry = std::fs::read_dir(cache.path()).unwrap().next().unwrap().unwrap().path();
+    let entry = std::fs::read_dir(cache.path())
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&entry, std::fs::Permissions::from_mode(0o666)).unwrap();
     let p3 = second
-        .load(source("example-plugins", "word_count", false), PluginSettings::default())
+        .load(
+            source("example-plugins", "word_count", false),
+            PluginSettings::default(),
+        )
         .await
         .unwrap();
     assert_eq!(p3.compile_source, CompileSource::Compiled);
@@ -163,12 +225,18 @@ async fn second_load_comes_from_the_cache_without_recompiling() {
     std::fs::write(&entry, b"not a cwasm").unwrap();
     std::fs::set_permissions(&entry, std::fs::Permissions::from_mode(0o600)).unwrap();
     let p4 = second
-        .load(source("example-plugins", "word_count", false), PluginSettings::default())
+        .load(
+            source("example-plugins", "word_count", false),
+            PluginSettings::default(),
+        )
         .await
         .unwrap();
     assert_eq!(p4.compile_source, CompileSource::Compiled);
     let p5 = second
-        .load(source("example-plugins", "word_count", false), PluginSettings::default())
+        .load(
+            source("example-plugins", "word_count", false),
+            PluginSettings::default(),
+        )
         .await
         .unwrap();
     assert_eq!(p5.compile_source, CompileSource::Cache);
@@ -178,7 +246,10 @@ async fn second_load_comes_from_the_cache_without_recompiling() {
 async fn unknown_wit_version_is_refused_directly() {
     let rt = runtime();
     let err = rt
-        .load(source("test-components", "future_wit", false), PluginSettings::default())
+        .load(
+            source("test-components", "future_wit", false),
+            PluginSettings::default(),
+        )
         .await
         .err()
         .unwrap();

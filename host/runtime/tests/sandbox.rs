@@ -10,7 +10,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use turnstone_runtime::{CallError, Limits, LoadedPlugin, PluginSettings, Runtime};
 
-async fn hostile(rt: &Runtime, ws: &std::path::Path, grant_toml: &str, limits: Limits) -> LoadedPlugin {
+async fn hostile(
+    rt: &Runtime,
+    ws: &std::path::Path,
+    grant_toml: &str,
+    limits: Limits,
+) -> LoadedPlugin {
     load(
         rt,
         "test-components",
@@ -29,8 +34,14 @@ async fn hostile(rt: &Runtime, ws: &std::path::Path, grant_toml: &str, limits: L
     .await
 }
 
-async fn call(p: &LoadedPlugin, ws: &std::path::Path, tool: &str, args: serde_json::Value) -> Result<turnstone_runtime::ToolResult, CallError> {
-    p.execute(tool, &args.to_string(), &ctx(ws), sink(), None).await
+async fn call(
+    p: &LoadedPlugin,
+    ws: &std::path::Path,
+    tool: &str,
+    args: serde_json::Value,
+) -> Result<turnstone_runtime::ToolResult, CallError> {
+    p.execute(tool, &args.to_string(), &ctx(ws), sink(), None)
+        .await
 }
 
 #[tokio::test]
@@ -43,12 +54,19 @@ async fn infinite_loop_is_stopped_at_the_deadline_and_the_plugin_recovers() {
     };
     let p = hostile(&rt, &ws, "", limits).await;
     let started = Instant::now();
-    let err = call(&p, &ws, "spin", serde_json::json!({})).await.unwrap_err();
+    let err = call(&p, &ws, "spin", serde_json::json!({}))
+        .await
+        .unwrap_err();
     let took = started.elapsed();
     assert!(matches!(err, CallError::Deadline { .. }), "{err}");
     assert!(err.to_string().contains("deadline"), "{err}");
-    assert!(took >= Duration::from_millis(300) && took < Duration::from_secs(3), "{took:?}");
-    let ok = call(&p, &ws, "echo", serde_json::json!({"text": "still alive"})).await.unwrap();
+    assert!(
+        took >= Duration::from_millis(300) && took < Duration::from_secs(3),
+        "{took:?}"
+    );
+    let ok = call(&p, &ws, "echo", serde_json::json!({"text": "still alive"}))
+        .await
+        .unwrap();
     assert_eq!(ok.output, "still alive");
     assert_eq!(p.ctx.counters.failures(), 1);
 }
@@ -62,11 +80,15 @@ async fn memory_overrun_fails_clearly_and_the_host_lives_on() {
         ..Limits::default()
     };
     let p = hostile(&rt, &ws, "", limits).await;
-    let err = call(&p, &ws, "hog", serde_json::json!({"mb": 64})).await.unwrap_err();
+    let err = call(&p, &ws, "hog", serde_json::json!({"mb": 64}))
+        .await
+        .unwrap_err();
     assert!(matches!(err, CallError::MemoryExceeded { .. }), "{err}");
     assert!(err.to_string().contains("memory limit of 32 MiB"), "{err}");
     // Under the cap the same tool works, in a fresh store.
-    let ok = call(&p, &ws, "hog", serde_json::json!({"mb": 4})).await.unwrap();
+    let ok = call(&p, &ws, "hog", serde_json::json!({"mb": 4}))
+        .await
+        .unwrap();
     assert_eq!(ok.output, "allocated 4 MiB");
 }
 
@@ -75,10 +97,16 @@ async fn a_guest_panic_is_a_trap_with_the_panic_message() {
     let rt = runtime();
     let (_t, ws) = workspace();
     let p = hostile(&rt, &ws, "", Limits::default()).await;
-    let err = call(&p, &ws, "panic", serde_json::json!({})).await.unwrap_err();
+    let err = call(&p, &ws, "panic", serde_json::json!({}))
+        .await
+        .unwrap_err();
     assert!(matches!(err, CallError::Trap { .. }), "{err}");
     assert!(err.to_string().contains("deliberate test panic"), "{err}");
-    assert!(call(&p, &ws, "echo", serde_json::json!({"text": "x"})).await.is_ok());
+    assert!(
+        call(&p, &ws, "echo", serde_json::json!({"text": "x"}))
+            .await
+            .is_ok()
+    );
 }
 
 #[tokio::test]
@@ -91,36 +119,80 @@ async fn filesystem_is_limited_to_granted_directories() {
     std::os::unix::fs::symlink(outside.join("secret.txt"), ws.join("link.txt")).unwrap();
     std::os::unix::fs::symlink(&outside, ws.join("linkdir")).unwrap();
 
-    let ro = hostile(&rt, &ws, r#"filesystem = [{ path = "workspace", access = "ro" }]"#, Limits::default()).await;
+    let ro = hostile(
+        &rt,
+        &ws,
+        r#"filesystem = [{ path = "workspace", access = "ro" }]"#,
+        Limits::default(),
+    )
+    .await;
     let read = |p: String| serde_json::json!({ "path": p });
-    let ok = call(&ro, &ws, "read", read(ws.join("ok.txt").display().to_string())).await.unwrap();
+    let ok = call(
+        &ro,
+        &ws,
+        "read",
+        read(ws.join("ok.txt").display().to_string()),
+    )
+    .await
+    .unwrap();
     assert!(!ok.is_error && ok.output == "fine", "{}", ok.output);
     for path in [
         "/etc/passwd".to_string(),
-        format!("{}/../{}/secret.txt", ws.display(), outside.file_name().unwrap().to_string_lossy()),
+        format!(
+            "{}/../{}/secret.txt",
+            ws.display(),
+            outside.file_name().unwrap().to_string_lossy()
+        ),
         outside.join("secret.txt").display().to_string(),
         ws.join("link.txt").display().to_string(),
         ws.join("linkdir/secret.txt").display().to_string(),
     ] {
         let r = call(&ro, &ws, "read", read(path.clone())).await.unwrap();
-        assert!(r.is_error, "{path} must not be readable, got {:?}", r.output);
+        assert!(
+            r.is_error,
+            "{path} must not be readable, got {:?}",
+            r.output
+        );
         assert!(!r.output.contains("top secret") && !r.output.contains("root:"));
     }
-    let w = call(&ro, &ws, "write", serde_json::json!({"path": ws.join("new.txt"), "content": "x"}))
-        .await
-        .unwrap();
+    let w = call(
+        &ro,
+        &ws,
+        "write",
+        serde_json::json!({"path": ws.join("new.txt"), "content": "x"}),
+    )
+    .await
+    .unwrap();
     assert!(w.is_error, "write under a read-only grant must fail");
     assert!(!ws.join("new.txt").exists());
 
-    let rw = hostile(&rt, &ws, r#"filesystem = [{ path = "workspace", access = "rw" }]"#, Limits::default()).await;
-    let w = call(&rw, &ws, "write", serde_json::json!({"path": ws.join("new.txt"), "content": "x"}))
-        .await
-        .unwrap();
+    let rw = hostile(
+        &rt,
+        &ws,
+        r#"filesystem = [{ path = "workspace", access = "rw" }]"#,
+        Limits::default(),
+    )
+    .await;
+    let w = call(
+        &rw,
+        &ws,
+        "write",
+        serde_json::json!({"path": ws.join("new.txt"), "content": "x"}),
+    )
+    .await
+    .unwrap();
     assert!(!w.is_error, "{}", w.output);
     assert_eq!(std::fs::read_to_string(ws.join("new.txt")).unwrap(), "x");
 
     let none = hostile(&rt, &ws, "", Limits::default()).await;
-    let r = call(&none, &ws, "read", read(ws.join("ok.txt").display().to_string())).await.unwrap();
+    let r = call(
+        &none,
+        &ws,
+        "read",
+        read(ws.join("ok.txt").display().to_string()),
+    )
+    .await
+    .unwrap();
     assert!(r.is_error, "no grant, no read");
 }
 
@@ -149,15 +221,35 @@ filesystem = [{ path = "workspace", access = "ro" }]"#,
         .await
         .unwrap();
     assert!(!r.is_error, "{}", r.output);
-    assert!(r.output.starts_with("exit=0 out=one\ntwo\nhi\n"), "{}", r.output);
+    assert!(
+        r.output.starts_with("exit=0 out=one\ntwo\nhi\n"),
+        "{}",
+        r.output
+    );
     let got = chunks.0.lock().unwrap().clone();
-    assert!(got.len() >= 2, "output should arrive in pieces while running: {got:?}");
+    assert!(
+        got.len() >= 2,
+        "output should arrive in pieces while running: {got:?}"
+    );
     assert_eq!(got[0], "one\n");
 
-    let denied = call(&p, &ws, "exec", serde_json::json!({"program": "echo", "args": ["x"]})).await.unwrap();
+    let denied = call(
+        &p,
+        &ws,
+        "exec",
+        serde_json::json!({"program": "echo", "args": ["x"]}),
+    )
+    .await
+    .unwrap();
     assert!(denied.is_error);
     assert!(denied.output.contains("exec denied"), "{}", denied.output);
-    assert!(denied.output.contains("[plugins.grants.hostile] exec = [\"echo\"]"), "{}", denied.output);
+    assert!(
+        denied
+            .output
+            .contains("[plugins.grants.hostile] exec = [\"echo\"]"),
+        "{}",
+        denied.output
+    );
 
     let env_denied = call(
         &p,
@@ -167,8 +259,16 @@ filesystem = [{ path = "workspace", access = "ro" }]"#,
     )
     .await
     .unwrap();
-    assert!(env_denied.is_error && env_denied.output.contains("env denied"), "{}", env_denied.output);
-    assert!(env_denied.output.contains("manifest does not request it"), "{}", env_denied.output);
+    assert!(
+        env_denied.is_error && env_denied.output.contains("env denied"),
+        "{}",
+        env_denied.output
+    );
+    assert!(
+        env_denied.output.contains("manifest does not request it"),
+        "{}",
+        env_denied.output
+    );
     assert_eq!(p.ctx.counters.denials(), 2);
 }
 
@@ -202,7 +302,10 @@ async fn cancel_stops_a_call_promptly_and_kills_its_process() {
     assert!(matches!(err, CallError::Cancelled { .. }), "{err}");
     assert!(started.elapsed() < Duration::from_secs(1));
     tokio::time::sleep(Duration::from_millis(2500)).await;
-    assert!(!marker.exists(), "the child process group must be killed on cancel");
+    assert!(
+        !marker.exists(),
+        "the child process group must be killed on cancel"
+    );
 
     let t3 = tokio_util::sync::CancellationToken::new();
     t3.cancel();
@@ -218,8 +321,12 @@ async fn kv_persists_across_calls_of_one_plugin() {
     let rt = runtime();
     let (_t, ws) = workspace();
     let p = hostile(&rt, &ws, "", Limits::default()).await;
-    let a = call(&p, &ws, "kv", serde_json::json!({"text": "first"})).await.unwrap();
+    let a = call(&p, &ws, "kv", serde_json::json!({"text": "first"}))
+        .await
+        .unwrap();
     assert_eq!(a.output, "prev=");
-    let b = call(&p, &ws, "kv", serde_json::json!({"text": "second"})).await.unwrap();
+    let b = call(&p, &ws, "kv", serde_json::json!({"text": "second"}))
+        .await
+        .unwrap();
     assert_eq!(b.output, "prev=first");
 }

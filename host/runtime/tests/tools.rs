@@ -10,7 +10,13 @@ use turnstone_runtime::{PluginKind, PluginSettings};
 #[tokio::test]
 async fn word_count_describes_its_rust_type_and_counts() {
     let rt = runtime();
-    let p = load(&rt, "example-plugins", "word_count", PluginSettings::default()).await;
+    let p = load(
+        &rt,
+        "example-plugins",
+        "word_count",
+        PluginSettings::default(),
+    )
+    .await;
     assert_eq!(p.manifest.plugin.kind, PluginKind::Tool);
     assert_eq!(p.tools.len(), 1);
     let t = &p.tools[0];
@@ -31,27 +37,61 @@ async fn word_count_describes_its_rust_type_and_counts() {
         s["properties"]["path"]["description"],
         "File to count (relative to the working directory)."
     );
-    assert!(s.get("required").is_none_or(|r| r.as_array().unwrap().is_empty()));
+    assert!(
+        s.get("required")
+            .is_none_or(|r| r.as_array().unwrap().is_empty())
+    );
 
     let (_t, ws) = workspace();
     let out = p
-        .execute("word_count", r#"{"text":"the cat the hat\nend","top":1}"#, &ctx(&ws), sink(), None)
+        .execute(
+            "word_count",
+            r#"{"text":"the cat the hat\nend","top":1}"#,
+            &ctx(&ws),
+            sink(),
+            None,
+        )
         .await
         .unwrap();
     assert!(!out.is_error, "{}", out.output);
     assert_eq!(out.output, "lines: 2\nwords: 5\nchars: 19\n2\tthe");
 
     // Preview and argument validation happen before approval.
-    let preview = p.prepare("word_count", r#"{"path":"a.txt"}"#, &ctx(&ws)).await.unwrap().unwrap();
+    let preview = p
+        .prepare("word_count", r#"{"path":"a.txt"}"#, &ctx(&ws))
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(preview.header, "word_count: a.txt");
     assert!(!preview.needs_approval);
-    let refused = p.prepare("word_count", "{}", &ctx(&ws)).await.unwrap().unwrap_err();
+    let refused = p
+        .prepare("word_count", "{}", &ctx(&ws))
+        .await
+        .unwrap()
+        .unwrap_err();
     assert!(refused.contains("exactly one"), "{refused}");
-    let malformed = p.prepare("word_count", r#"{"top":"many"}"#, &ctx(&ws)).await.unwrap().unwrap_err();
-    assert!(malformed.starts_with("invalid arguments for word_count"), "{malformed}");
-    let bad = p.execute("word_count", "not json", &ctx(&ws), sink(), None).await.unwrap();
-    assert!(bad.is_error && bad.output.contains("invalid arguments"), "{}", bad.output);
-    let unknown = p.execute("nope", "{}", &ctx(&ws), sink(), None).await.unwrap();
+    let malformed = p
+        .prepare("word_count", r#"{"top":"many"}"#, &ctx(&ws))
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert!(
+        malformed.starts_with("invalid arguments for word_count"),
+        "{malformed}"
+    );
+    let bad = p
+        .execute("word_count", "not json", &ctx(&ws), sink(), None)
+        .await
+        .unwrap();
+    assert!(
+        bad.is_error && bad.output.contains("invalid arguments"),
+        "{}",
+        bad.output
+    );
+    let unknown = p
+        .execute("nope", "{}", &ctx(&ws), sink(), None)
+        .await
+        .unwrap();
     assert!(unknown.is_error && unknown.output.contains("no tool named"));
 }
 
@@ -70,7 +110,17 @@ async fn third_party_plugin_gets_no_files_until_granted() {
         .execute("word_count", r#"{"path":"a.txt"}"#, &ctx(&ws), sink(), None)
         .await
         .unwrap();
-    assert!(out.is_error, "read without a grant must fail: {}", out.output);
+    assert!(
+        out.is_error,
+        "read without a grant must fail: {}",
+        out.output
+    );
+    assert!(
+        out.output
+            .contains("outside the directories granted to this plugin (granted: none)"),
+        "{}",
+        out.output
+    );
 
     let granted = load(
         &rt,
@@ -120,7 +170,11 @@ async fn read_file_numbers_lines_and_pages() {
 
     let all = call(r#"{"path":"f.txt"}"#).await;
     assert!(!all.is_error);
-    assert!(all.output.starts_with("     1\tline 1\n     2\tline 2\n"), "{}", all.output);
+    assert!(
+        all.output.starts_with("     1\tline 1\n     2\tline 2\n"),
+        "{}",
+        all.output
+    );
     assert!(all.output.contains("    10\tline 10\n"));
 
     let page = call(r#"{"path":"f.txt","offset":3,"limit":2}"#).await;
@@ -146,11 +200,18 @@ async fn read_file_numbers_lines_and_pages() {
         (r#"{"path":"sub"}"#, "is a directory"),
         (r#"{"path":"bin.dat"}"#, "binary file"),
         (r#"{"path":"f.txt","offset":50}"#, "past the end"),
-        (r#"{"path":"/etc/passwd"}"#, "outside the workspace"),
+        (
+            r#"{"path":"/etc/passwd"}"#,
+            "outside the directories granted to this plugin",
+        ),
         (r#"{"offset":1}"#, "missing field `path`"),
     ] {
         let r = call(args).await;
         assert!(r.is_error, "{args} should fail");
-        assert!(r.output.contains(needle), "{args}: {} should mention {needle}", r.output);
+        assert!(
+            r.output.contains(needle),
+            "{args}: {} should mention {needle}",
+            r.output
+        );
     }
 }

@@ -70,7 +70,7 @@ impl Tool for WordCount {
             (None, Some(p)) => {
                 let path = ctx.resolve(&p);
                 std::fs::read_to_string(&path)
-                    .map_err(|e| ToolError::new(format!("cannot read {}: {e}", path.display())))?
+                    .map_err(|e| ToolError::new(turnstone_plugin_sdk::fs::explain(&path, &e)))?
             }
             _ => return Err(ToolError::new("give exactly one of `text` or `path`")),
         };

@@ -39,27 +39,16 @@ fn image_type(path: &Path) -> Option<&'static str> {
     })
 }
 
-fn open_error(path: &Path, e: std::io::Error, ctx: &Context) -> ToolError {
-    use std::io::ErrorKind::*;
-    let outside = ctx
-        .workspace_dir
-        .as_ref()
-        .is_some_and(|ws| !path.starts_with(ws));
-    match e.kind() {
-        NotFound if outside => ToolError::new(format!(
-            "cannot read {}: it is outside the workspace this tool may read",
-            path.display()
-        )),
-        NotFound => ToolError::new(format!("file not found: {}", path.display())),
-        PermissionDenied => ToolError::new(format!(
-            "permission denied: {} (outside the directories granted to read_file?)",
-            path.display()
-        )),
-        _ => ToolError::new(format!("cannot read {}: {e}", path.display())),
-    }
+fn open_error(path: &Path, e: std::io::Error, _ctx: &Context) -> ToolError {
+    ToolError::new(turnstone_plugin_sdk::fs::explain(path, &e))
 }
 
-fn read_image(path: &Path, media_type: &str, size: u64, ctx: &Context) -> Result<Output, ToolError> {
+fn read_image(
+    path: &Path,
+    media_type: &str,
+    size: u64,
+    ctx: &Context,
+) -> Result<Output, ToolError> {
     if size > MAX_IMAGE_BYTES {
         return Err(ToolError::new(format!(
             "image {} is {size} bytes; images over {MAX_IMAGE_BYTES} bytes (4 MB) are refused",
@@ -120,10 +109,7 @@ fn read_text(path: &Path, args: &ReadFileArgs, ctx: &Context) -> Result<Output, 
         let line = line.trim_end_matches(['\n', '\r']);
         let cut = line.char_indices().nth(MAX_LINE_CHARS).map(|(i, _)| i);
         match cut {
-            Some(i) => out.push_str(&format!(
-                "{total:>6}\t{}… [line truncated]\n",
-                &line[..i]
-            )),
+            Some(i) => out.push_str(&format!("{total:>6}\t{}… [line truncated]\n", &line[..i])),
             None => out.push_str(&format!("{total:>6}\t{line}\n")),
         }
         shown += 1;

@@ -77,7 +77,10 @@ impl WasiHttpHooks for EgressHooks {
         let https = uri.scheme_str() == Some("https");
         let host = uri.host().unwrap_or_default().to_string();
         let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
-        let decision = plugin.caps.check_http(&host, port).map_err(|d| d.to_string());
+        let decision = plugin
+            .caps
+            .check_http(&host, port)
+            .map_err(|d| d.to_string());
         let decision = decision.and_then(|()| {
             for value in request.headers_mut().values_mut() {
                 let Ok(text) = value.to_str() else { continue };

@@ -43,7 +43,10 @@ impl KvStore for MemoryKv {
                 value.len()
             ));
         }
-        let mut map = self.map.lock().map_err(|_| "kv store poisoned".to_string())?;
+        let mut map = self
+            .map
+            .lock()
+            .map_err(|_| "kv store poisoned".to_string())?;
         if !map.contains_key(key) && map.len() >= MAX_KEYS {
             return Err(format!("the plugin already holds {MAX_KEYS} keys"));
         }

@@ -26,7 +26,9 @@ pub struct ChildProcess {
 impl ChildProcess {
     fn kill_group(&mut self) {
         if self.status.is_none()
-            && let Some(pgid) = self.pgid.and_then(|p| rustix::process::Pid::from_raw(p as i32))
+            && let Some(pgid) = self
+                .pgid
+                .and_then(|p| rustix::process::Pid::from_raw(p as i32))
         {
             let _ = rustix::process::kill_process_group(pgid, rustix::process::Signal::KILL);
         }

@@ -75,7 +75,10 @@ pub fn ctx(dir: &Path) -> turnstone_runtime::CallContext {
 
 /// Records every streamed chunk.
 #[derive(Default)]
-pub struct Chunks(pub Mutex<Vec<String>>, pub Option<tokio::sync::mpsc::UnboundedSender<String>>);
+pub struct Chunks(
+    pub Mutex<Vec<String>>,
+    pub Option<tokio::sync::mpsc::UnboundedSender<String>>,
+);
 
 impl ToolOutputSink for Chunks {
     fn chunk(&self, text: &str) -> bool {

@@ -80,7 +80,9 @@ tool!(Hog, "hog", Mb, |a, _c| {
     Ok(format!("allocated {} MiB", blocks.len()).into())
 });
 
-tool!(Panic, "panic", Empty, |_a, _c| panic!("deliberate test panic"));
+tool!(Panic, "panic", Empty, |_a, _c| panic!(
+    "deliberate test panic"
+));
 
 tool!(ReadPath, "read", PathArg, |a, _c| {
     Ok(std::fs::read_to_string(&a.path)?.into())
@@ -155,7 +157,8 @@ fn raw_get(authority: &str) -> Result<String, String> {
     use wasip2::http::types::{Fields, OutgoingBody, OutgoingRequest, Scheme};
     let req = OutgoingRequest::new(Fields::new());
     req.set_scheme(Some(&Scheme::Http)).map_err(|_| "scheme")?;
-    req.set_authority(Some(authority)).map_err(|_| "authority")?;
+    req.set_authority(Some(authority))
+        .map_err(|_| "authority")?;
     req.set_path_with_query(Some("/")).map_err(|_| "path")?;
     let body = req.body().map_err(|_| "body")?;
     let pending = outgoing_handler::handle(req, None).map_err(|e| format!("{e:?}"))?;
@@ -174,10 +177,11 @@ pub struct Authority {
 }
 
 tool!(RawFetch, "raw_fetch", Authority, |a, _c| {
-    raw_get(&a.authority).map(Output::from).map_err(ToolError::new)
+    raw_get(&a.authority)
+        .map(Output::from)
+        .map_err(ToolError::new)
 });
 
 register_tools!(
-    RawFetch,
-    EchoTool, Spin, Hog, Panic, ReadPath, WritePath, Fetch, Exec, Sleep, Env, Kv
+    RawFetch, EchoTool, Spin, Hog, Panic, ReadPath, WritePath, Fetch, Exec, Sleep, Env, Kv
 );
