@@ -42,7 +42,7 @@ CREATE TABLE conversations (
 CREATE INDEX conversations_ws ON conversations (ws_id, id);
 
 CREATE VIRTUAL TABLE conversations_fts USING fts5 (
-    content, content = 'conversations', content_rowid = 'id', tokenize = 'unicode61'
+    content, content = 'conversations', content_rowid = 'id', tokenize = 'unicode61 remove_diacritics 0'
 );
 CREATE TRIGGER conversations_fts_insert AFTER INSERT ON conversations BEGIN
     INSERT INTO conversations_fts (rowid, content) VALUES (new.id, new.content);

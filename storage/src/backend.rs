@@ -1,0 +1,197 @@
+//! The storage API, as traits implemented identically by both backends.
+//! Import them with `use turnstone_storage::prelude::*`.
+
+use crate::error::Result;
+use crate::types::*;
+use async_trait::async_trait;
+use std::time::Duration;
+
+/// Workstream lifecycle: atomic create, publish, fork, resolve, list, prune.
+#[async_trait]
+pub trait WorkstreamStore: Send + Sync {
+    /// Inserts a hidden `creating` row carrying a fresh private token.
+    async fn create_workstream(&self, new: &NewWorkstream) -> Result<Reservation>;
+    /// Compare-and-swap `creating` → `idle` for the row carrying `token`.
+    async fn publish_workstream(&self, r: &Reservation) -> Result<bool>;
+    /// Deletes the reservation only if it still carries `token` and is unpublished.
+    async fn discard_workstream(&self, r: &Reservation) -> Result<bool>;
+    /// A published workstream by exact id.
+    async fn get_workstream(&self, ws_id: &str) -> Result<Option<Workstream>>;
+    /// Resolves an alias, exact id or unique id prefix (published rows only).
+    async fn resolve_workstream(&self, query: &str) -> Result<Workstream>;
+    /// Sets a published workstream's state (never to or from `creating`).
+    async fn set_workstream_state(&self, ws_id: &str, state: WorkstreamState) -> Result<()>;
+    /// Sets or clears the alias.
+    async fn set_alias(&self, ws_id: &str, alias: Option<&str>) -> Result<()>;
+    /// Sets the title.
+    async fn set_title(&self, ws_id: &str, title: Option<&str>) -> Result<()>;
+    /// Published workstreams with at least one turn, newest activity first.
+    async fn list_workstreams_with_history(
+        &self,
+        user_id: Option<&str>,
+        limit: i64,
+        offset: i64,
+    ) -> Result<Vec<WorkstreamSummary>>;
+    /// Hard-deletes a workstream with its history and config.
+    async fn delete_workstream(&self, ws_id: &str) -> Result<bool>;
+    /// Copies `source`'s resume view (checkpoint-bounded turns) and config into the
+    /// empty reservation `dest`, in one transaction. Returns turns copied.
+    async fn fork_workstream(&self, source: &str, dest: &Reservation) -> Result<usize>;
+    /// Removes empty published workstreams idle for `empty_grace`, and unnamed
+    /// ones not updated for `retention`. Never aliased rows, never `creating`.
+    async fn prune_workstreams(
+        &self,
+        retention: Option<Duration>,
+        empty_grace: Duration,
+    ) -> Result<Vec<String>>;
+    /// Deletes `creating` rows older than `older_than` that are not in `exclude`.
+    async fn reap_abandoned_creates(
+        &self,
+        older_than: Duration,
+        exclude: &[String],
+    ) -> Result<Vec<String>>;
+    /// Sets a config value (keys starting `_turnstone.` are reserved).
+    async fn set_config(&self, ws_id: &str, key: &str, value: Option<&str>) -> Result<()>;
+    /// Reads a config value.
+    async fn get_config(&self, ws_id: &str, key: &str) -> Result<Option<String>>;
+    /// All ordinary config values (reserved keys filtered).
+    async fn list_config(&self, ws_id: &str) -> Result<Vec<(String, Option<String>)>>;
+}
+
+/// The append-only conversation log.
+#[async_trait]
+pub trait TurnStore: Send + Sync {
+    /// Appends one turn; returns its id once durable.
+    async fn save_turn(&self, ws_id: &str, turn: &NewTurn) -> Result<i64>;
+    /// Appends several turns in one transaction.
+    async fn save_turns(&self, ws_id: &str, turns: &[NewTurn]) -> Result<Vec<i64>>;
+    /// Loads history (see [`LoadMode`]).
+    async fn load_turns(&self, ws_id: &str, mode: LoadMode) -> Result<Vec<StoredTurn>>;
+    /// Number of stored rows.
+    async fn count_turns(&self, ws_id: &str) -> Result<i64>;
+    /// Appends summary turns and records them as the latest checkpoint covering
+    /// source turns up to `watermark`, atomically.
+    async fn save_compaction(
+        &self,
+        ws_id: &str,
+        watermark: i64,
+        summary: &[NewTurn],
+    ) -> Result<Checkpoint>;
+    /// The latest checkpoint if it is valid.
+    async fn checkpoint(&self, ws_id: &str) -> Result<Option<Checkpoint>>;
+    /// Full-text search over turn content, newest first.
+    async fn search_history(&self, query: &str, filter: &SearchFilter) -> Result<Vec<SearchHit>>;
+}
+
+/// Structured memories.
+#[async_trait]
+pub trait MemoryStore: Send + Sync {
+    /// Creates or updates (by name + scope + scope_id).
+    async fn save_memory(&self, m: &NewMemory) -> Result<Memory>;
+    /// Reads one memory and counts the access.
+    async fn get_memory(&self, name: &str, scope: &str, scope_id: &str) -> Result<Option<Memory>>;
+    /// Deletes one memory.
+    async fn delete_memory(&self, name: &str, scope: &str, scope_id: &str) -> Result<bool>;
+    /// Lists memories, newest first, optionally filtered.
+    async fn list_memories(
+        &self,
+        memory_type: Option<&str>,
+        scope: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<Memory>>;
+    /// Memories whose name, description or content contain every query word.
+    async fn search_memories(&self, query: &str, limit: i64) -> Result<Vec<Memory>>;
+}
+
+/// Users, API tokens and channel identities.
+#[async_trait]
+pub trait IdentityStore: Send + Sync {
+    /// Creates a user.
+    async fn create_user(
+        &self,
+        username: &str,
+        display_name: &str,
+        password_hash: &str,
+        role: &str,
+    ) -> Result<User>;
+    /// A user by id.
+    async fn get_user(&self, user_id: &str) -> Result<Option<User>>;
+    /// A user by username.
+    async fn get_user_by_name(&self, username: &str) -> Result<Option<User>>;
+    /// All users.
+    async fn list_users(&self) -> Result<Vec<User>>;
+    /// Number of users (setup-once check).
+    async fn count_users(&self) -> Result<i64>;
+    /// Deletes a user and their tokens.
+    async fn delete_user(&self, user_id: &str) -> Result<bool>;
+    /// Issues a token (`ts_` + 64 hex); returns the raw token once and the record.
+    async fn create_api_token(
+        &self,
+        user_id: &str,
+        name: &str,
+        scopes: &[String],
+        expires: Option<&str>,
+    ) -> Result<(String, ApiToken)>;
+    /// Looks up an unexpired token by its raw value and records the use.
+    async fn verify_api_token(&self, raw: &str) -> Result<Option<(ApiToken, User)>>;
+    /// Tokens, optionally of one user.
+    async fn list_api_tokens(&self, user_id: Option<&str>) -> Result<Vec<ApiToken>>;
+    /// Revokes a token.
+    async fn revoke_api_token(&self, token_id: &str) -> Result<bool>;
+    /// Links a chat-platform identity to a user.
+    async fn link_channel_user(
+        &self,
+        channel_type: &str,
+        channel_user_id: &str,
+        user_id: &str,
+    ) -> Result<()>;
+    /// Resolves a chat-platform identity.
+    async fn channel_user(
+        &self,
+        channel_type: &str,
+        channel_user_id: &str,
+    ) -> Result<Option<String>>;
+}
+
+/// Plugin state, audit log, usage and the service registry.
+#[async_trait]
+pub trait OpsStore: Send + Sync {
+    /// Inserts or replaces a plugin record.
+    async fn upsert_plugin(&self, p: &PluginRecord) -> Result<()>;
+    /// One plugin record.
+    async fn get_plugin(&self, name: &str) -> Result<Option<PluginRecord>>;
+    /// All plugin records.
+    async fn list_plugins(&self) -> Result<Vec<PluginRecord>>;
+    /// Enables or disables.
+    async fn set_plugin_enabled(&self, name: &str, enabled: bool) -> Result<bool>;
+    /// Sets the grant JSON (`None` = default for the plugin's origin).
+    async fn set_plugin_grants(&self, name: &str, granted: Option<&str>) -> Result<bool>;
+    /// Records load state and last error.
+    async fn set_plugin_state(&self, name: &str, state: &str, error: Option<&str>) -> Result<bool>;
+    /// Forgets a plugin.
+    async fn delete_plugin(&self, name: &str) -> Result<bool>;
+    /// Appends an audit entry; returns its id.
+    async fn append_audit(&self, e: &AuditEntry) -> Result<i64>;
+    /// Newest audit entries first.
+    async fn list_audit(&self, limit: i64) -> Result<Vec<AuditEntry>>;
+    /// Records model usage.
+    async fn record_usage(&self, u: &UsageEvent) -> Result<()>;
+    /// Registers or refreshes a service heartbeat.
+    async fn heartbeat(&self, s: &ServiceRecord) -> Result<()>;
+    /// Services whose heartbeat is newer than `within`.
+    async fn live_services(&self, within: Duration) -> Result<Vec<ServiceRecord>>;
+}
+
+/// Everything: what `Storage` hands out.
+pub trait Backend: WorkstreamStore + TurnStore + MemoryStore + IdentityStore + OpsStore {
+    /// `sqlite` or `postgresql`.
+    fn backend_name(&self) -> &'static str;
+    /// Closes the pool, flushing pending work.
+    fn close(&self) -> futures_lite_close::CloseFuture<'_>;
+}
+
+/// A tiny boxed-future alias so `Backend` stays object-safe.
+pub mod futures_lite_close {
+    /// Future returned by `Backend::close`.
+    pub type CloseFuture<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>>;
+}

@@ -1,0 +1,824 @@
+//! Workstream and turn operations, written once and expanded for each backend.
+//! The SQL uses `$N` placeholders, which both sqlx drivers bind by number.
+
+/// Columns of `workstreams` returned to callers (never `incarnation`).
+macro_rules! ws_cols {
+    () => {
+        "ws_id, node_id, user_id, alias, title, name, state, kind, parent_ws_id, project_id, persona, skill_id, skill_version, created, updated"
+    };
+}
+
+/// Columns of `conversations`.
+macro_rules! turn_cols {
+    () => {
+        "id, ws_id, timestamp, role, content, tool_name, tool_call_id, tool_calls, provider_data, source, event_id, is_error, attachments, meta"
+    };
+}
+
+pub(crate) use {turn_cols, ws_cols};
+
+/// Config key holding the compaction checkpoint (reserved prefix).
+pub(crate) const CHECKPOINT_KEY: &str = "_turnstone.compaction_checkpoint";
+/// Reserved config key prefix.
+pub(crate) const RESERVED_PREFIX: &str = "_turnstone.";
+
+pub(crate) fn validate_alias(alias: &str) -> crate::error::Result<()> {
+    let ok = !alias.is_empty()
+        && alias.len() <= 64
+        && alias
+            .chars()
+            .all(|c| c.is_alphanumeric() || "-_.".contains(c));
+    if ok {
+        Ok(())
+    } else {
+        Err(crate::error::StorageError::InvalidInput(format!(
+            "alias {alias:?} must be 1-64 letters, digits, '-', '_' or '.'"
+        )))
+    }
+}
+
+pub(crate) fn validate_id(what: &str, id: &str) -> crate::error::Result<()> {
+    let ok = !id.is_empty()
+        && id.len() <= 128
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_".contains(c));
+    if ok {
+        Ok(())
+    } else {
+        Err(crate::error::StorageError::InvalidInput(format!(
+            "{what} {id:?} must be 1-128 characters of [A-Za-z0-9_-]"
+        )))
+    }
+}
+
+/// Builds the resume view from all rows of a workstream and its checkpoint.
+pub(crate) fn resume_view(
+    rows: Vec<crate::types::StoredTurn>,
+    checkpoint: Option<&crate::types::Checkpoint>,
+) -> Vec<crate::types::StoredTurn> {
+    use crate::types::COMPACTION_SOURCE;
+    let is_summary = |t: &crate::types::StoredTurn| t.source.as_deref() == Some(COMPACTION_SOURCE);
+    match checkpoint {
+        None => rows.into_iter().filter(|t| !is_summary(t)).collect(),
+        Some(cp) => {
+            let mut summary: Vec<_> = Vec::with_capacity(cp.summary_ids.len());
+            let mut tail = Vec::new();
+            for t in rows {
+                if cp.summary_ids.contains(&t.id) {
+                    summary.push(t);
+                } else if t.id > cp.watermark && !is_summary(&t) {
+                    tail.push(t);
+                }
+            }
+            summary.extend(tail);
+            summary
+        }
+    }
+}
+
+/// Parses and validates a stored checkpoint against the workstream's rows.
+pub(crate) fn valid_checkpoint(
+    raw: Option<&str>,
+    rows: &[crate::types::StoredTurn],
+) -> Option<crate::types::Checkpoint> {
+    let cp: crate::types::Checkpoint = serde_json::from_str(raw?).ok()?;
+    if cp.summary_ids.is_empty() {
+        return None;
+    }
+    let summary_ok = cp.summary_ids.iter().all(|id| {
+        rows.iter()
+            .any(|t| t.id == *id && t.source.as_deref() == Some(crate::types::COMPACTION_SOURCE))
+    });
+    let watermark_ok = cp.watermark == 0 || rows.iter().any(|t| t.id == cp.watermark);
+    (summary_ok && watermark_ok).then_some(cp)
+}
+
+/// Expands `WorkstreamStore` and `TurnStore` for a backend whose store type has a
+/// `pool` field and a `begin_write` method, plus `search_impl` for search.
+macro_rules! impl_ws_and_turns {
+    ($store:ty, $db:ty) => {
+        impl $store {
+            fn ws_from_row(
+                r: &<$db as sqlx::Database>::Row,
+            ) -> $crate::error::Result<$crate::types::Workstream> {
+                use sqlx::Row;
+                Ok($crate::types::Workstream {
+                    ws_id: r.try_get("ws_id")?,
+                    node_id: r.try_get("node_id")?,
+                    user_id: r.try_get("user_id")?,
+                    alias: r.try_get("alias")?,
+                    title: r.try_get("title")?,
+                    name: r.try_get("name")?,
+                    state: $crate::types::WorkstreamState::parse(r.try_get::<&str, _>("state")?)?,
+                    kind: r.try_get("kind")?,
+                    parent_ws_id: r.try_get("parent_ws_id")?,
+                    project_id: r.try_get("project_id")?,
+                    persona: r.try_get("persona")?,
+                    skill_id: r.try_get("skill_id")?,
+                    skill_version: r.try_get("skill_version")?,
+                    created: r.try_get("created")?,
+                    updated: r.try_get("updated")?,
+                })
+            }
+
+            fn turn_from_row(
+                r: &<$db as sqlx::Database>::Row,
+            ) -> $crate::error::Result<$crate::types::StoredTurn> {
+                use sqlx::Row;
+                Ok($crate::types::StoredTurn {
+                    id: r.try_get("id")?,
+                    ws_id: r.try_get("ws_id")?,
+                    timestamp: r.try_get("timestamp")?,
+                    role: $crate::types::Role::parse(r.try_get::<&str, _>("role")?)?,
+                    content: r.try_get("content")?,
+                    tool_name: r.try_get("tool_name")?,
+                    tool_call_id: r.try_get("tool_call_id")?,
+                    tool_calls: r.try_get("tool_calls")?,
+                    provider_data: r.try_get("provider_data")?,
+                    source: r.try_get("source")?,
+                    event_id: r.try_get("event_id")?,
+                    is_error: r.try_get("is_error")?,
+                    attachments: r.try_get("attachments")?,
+                    meta: r.try_get("meta")?,
+                })
+            }
+
+            async fn all_rows(
+                conn: &mut <$db as sqlx::Database>::Connection,
+                ws_id: &str,
+            ) -> $crate::error::Result<Vec<$crate::types::StoredTurn>> {
+                let rows = sqlx::query(concat!(
+                    "SELECT ",
+                    $crate::ops_ws::turn_cols!(),
+                    " FROM conversations WHERE ws_id = $1 ORDER BY id"
+                ))
+                .bind(ws_id)
+                .fetch_all(&mut *conn)
+                .await?;
+                rows.iter().map(Self::turn_from_row).collect()
+            }
+
+            async fn checkpoint_raw(
+                conn: &mut <$db as sqlx::Database>::Connection,
+                ws_id: &str,
+            ) -> $crate::error::Result<Option<String>> {
+                Ok(sqlx::query_scalar::<_, Option<String>>(
+                    "SELECT value FROM workstream_config WHERE ws_id = $1 AND key = $2",
+                )
+                .bind(ws_id)
+                .bind($crate::ops_ws::CHECKPOINT_KEY)
+                .fetch_optional(&mut *conn)
+                .await?
+                .flatten())
+            }
+
+            /// The resume view and the checkpoint it used.
+            async fn resume_rows(
+                conn: &mut <$db as sqlx::Database>::Connection,
+                ws_id: &str,
+            ) -> $crate::error::Result<(
+                Vec<$crate::types::StoredTurn>,
+                Option<$crate::types::Checkpoint>,
+            )> {
+                let rows = Self::all_rows(conn, ws_id).await?;
+                let raw = Self::checkpoint_raw(conn, ws_id).await?;
+                let cp = $crate::ops_ws::valid_checkpoint(raw.as_deref(), &rows);
+                if raw.is_some() && cp.is_none() {
+                    tracing::warn!(ws_id, "compaction checkpoint is invalid; resuming from the full transcript");
+                }
+                Ok(($crate::ops_ws::resume_view(rows, cp.as_ref()), cp))
+            }
+
+            /// Inserts turns in order (chunked multi-row INSERTs); returns their ids in order.
+            async fn insert_turns(
+                conn: &mut <$db as sqlx::Database>::Connection,
+                ws_id: &str,
+                turns: &[$crate::types::NewTurn],
+            ) -> $crate::error::Result<Vec<i64>> {
+                let now = $crate::util::now();
+                let mut ids = Vec::with_capacity(turns.len());
+                for chunk in turns.chunks(500) {
+                    let mut qb = sqlx::QueryBuilder::<$db>::new(
+                        "INSERT INTO conversations (ws_id, timestamp, role, content, tool_name, tool_call_id, tool_calls, provider_data, source, event_id, is_error, attachments, meta) ",
+                    );
+                    qb.push_values(chunk, |mut b, t| {
+                        b.push_bind(ws_id.to_string())
+                            .push_bind(now.clone())
+                            .push_bind(t.role.as_str())
+                            .push_bind(t.content.clone())
+                            .push_bind(t.tool_name.clone())
+                            .push_bind(t.tool_call_id.clone())
+                            .push_bind(t.tool_calls.clone())
+                            .push_bind(t.provider_data.clone())
+                            .push_bind(t.source.clone())
+                            .push_bind(t.event_id)
+                            .push_bind(t.is_error)
+                            .push_bind(t.attachments.clone())
+                            .push_bind(t.meta.clone());
+                    });
+                    qb.push(" RETURNING id");
+                    let mut chunk_ids: Vec<i64> = qb
+                        .build_query_scalar()
+                        .fetch_all(&mut *conn)
+                        .await
+                        .map_err(|e| $crate::error::classify(e, ws_id))?;
+                    // Ids grow in insertion order within one statement.
+                    chunk_ids.sort_unstable();
+                    ids.extend(chunk_ids);
+                }
+                Ok(ids)
+            }
+
+            async fn published_exists(
+                conn: &mut <$db as sqlx::Database>::Connection,
+                ws_id: &str,
+            ) -> $crate::error::Result<bool> {
+                Ok(sqlx::query_scalar::<_, String>(
+                    "SELECT state FROM workstreams WHERE ws_id = $1",
+                )
+                .bind(ws_id)
+                .fetch_optional(&mut *conn)
+                .await?
+                .is_some_and(|s| s != "creating"))
+            }
+        }
+
+        #[async_trait::async_trait]
+        impl $crate::backend::WorkstreamStore for $store {
+            async fn create_workstream(
+                &self,
+                new: &$crate::types::NewWorkstream,
+            ) -> $crate::error::Result<$crate::types::Reservation> {
+                let ws_id = new.ws_id.clone().unwrap_or_else(|| $crate::util::random_hex(16));
+                $crate::ops_ws::validate_id("ws_id", &ws_id)?;
+                if let Some(a) = &new.alias {
+                    $crate::ops_ws::validate_alias(a)?;
+                }
+                if new.name.len() > 512 || new.name.contains('\0') {
+                    return Err($crate::error::StorageError::InvalidInput(
+                        "name is longer than 512 bytes or contains NUL".into(),
+                    ));
+                }
+                let token = $crate::util::random_hex(16);
+                let now = $crate::util::now();
+                sqlx::query(
+                    "INSERT INTO workstreams (ws_id, node_id, user_id, alias, title, name, state, kind, parent_ws_id, project_id, persona, skill_id, skill_version, incarnation, created, updated) \
+                     VALUES ($1, $2, $3, $4, $5, $6, 'creating', $7, $8, $9, $10, $11, $12, $13, $14, $14)",
+                )
+                .bind(&ws_id)
+                .bind(&new.node_id)
+                .bind(&new.user_id)
+                .bind(&new.alias)
+                .bind(&new.title)
+                .bind(&new.name)
+                .bind(new.kind.as_deref().unwrap_or("interactive"))
+                .bind(&new.parent_ws_id)
+                .bind(&new.project_id)
+                .bind(&new.persona)
+                .bind(&new.skill_id)
+                .bind(new.skill_version)
+                .bind(&token)
+                .bind(&now)
+                .execute(&self.pool)
+                .await
+                .map_err(|e| {
+                    let subject = match $crate::error::classify_peek(&e) {
+                        Some("alias") => new.alias.clone().unwrap_or_default(),
+                        _ => ws_id.clone(),
+                    };
+                    $crate::error::classify(e, &subject)
+                })?;
+                Ok($crate::types::Reservation { ws_id, token })
+            }
+
+            async fn publish_workstream(
+                &self,
+                r: &$crate::types::Reservation,
+            ) -> $crate::error::Result<bool> {
+                let n = sqlx::query(
+                    "UPDATE workstreams SET state = 'idle', updated = $3 WHERE ws_id = $1 AND incarnation = $2 AND state = 'creating'",
+                )
+                .bind(&r.ws_id)
+                .bind(&r.token)
+                .bind($crate::util::now())
+                .execute(&self.pool)
+                .await?
+                .rows_affected();
+                Ok(n == 1)
+            }
+
+            async fn discard_workstream(
+                &self,
+                r: &$crate::types::Reservation,
+            ) -> $crate::error::Result<bool> {
+                let n = sqlx::query(
+                    "DELETE FROM workstreams WHERE ws_id = $1 AND incarnation = $2 AND state = 'creating'",
+                )
+                .bind(&r.ws_id)
+                .bind(&r.token)
+                .execute(&self.pool)
+                .await?
+                .rows_affected();
+                Ok(n == 1)
+            }
+
+            async fn get_workstream(
+                &self,
+                ws_id: &str,
+            ) -> $crate::error::Result<Option<$crate::types::Workstream>> {
+                let row = sqlx::query(concat!(
+                    "SELECT ",
+                    $crate::ops_ws::ws_cols!(),
+                    " FROM workstreams WHERE ws_id = $1 AND state <> 'creating'"
+                ))
+                .bind(ws_id)
+                .fetch_optional(&self.pool)
+                .await?;
+                row.as_ref().map(Self::ws_from_row).transpose()
+            }
+
+            async fn resolve_workstream(
+                &self,
+                query: &str,
+            ) -> $crate::error::Result<$crate::types::Workstream> {
+                let q = query.trim();
+                if q.is_empty() || q.len() > 128 {
+                    return Err($crate::error::StorageError::InvalidInput(
+                        "workstream reference must be 1-128 characters".into(),
+                    ));
+                }
+                if let Some(ws) = self.get_workstream(q).await? {
+                    return Ok(ws);
+                }
+                let by_alias = sqlx::query(concat!(
+                    "SELECT ",
+                    $crate::ops_ws::ws_cols!(),
+                    " FROM workstreams WHERE alias = $1 AND state <> 'creating'"
+                ))
+                .bind(q)
+                .fetch_optional(&self.pool)
+                .await?;
+                if let Some(row) = by_alias {
+                    return Self::ws_from_row(&row);
+                }
+                let pattern = format!("{}%", $crate::util::like_escape(q));
+                let rows = sqlx::query(concat!(
+                    "SELECT ",
+                    $crate::ops_ws::ws_cols!(),
+                    " FROM workstreams WHERE ws_id LIKE $1 ESCAPE '\\' AND state <> 'creating' ORDER BY ws_id LIMIT 50"
+                ))
+                .bind(&pattern)
+                .fetch_all(&self.pool)
+                .await?;
+                match rows.len() {
+                    0 => Err($crate::error::StorageError::NotFound(q.to_string())),
+                    1 => Self::ws_from_row(&rows[0]),
+                    n => Err($crate::error::StorageError::Ambiguous {
+                        query: q.to_string(),
+                        count: n,
+                    }),
+                }
+            }
+
+            async fn set_workstream_state(
+                &self,
+                ws_id: &str,
+                state: $crate::types::WorkstreamState,
+            ) -> $crate::error::Result<()> {
+                if state == $crate::types::WorkstreamState::Creating {
+                    return Err($crate::error::StorageError::InvalidInput(
+                        "a published workstream cannot return to creating".into(),
+                    ));
+                }
+                let n = sqlx::query(
+                    "UPDATE workstreams SET state = $2, updated = $3 WHERE ws_id = $1 AND state <> 'creating'",
+                )
+                .bind(ws_id)
+                .bind(state.as_str())
+                .bind($crate::util::now())
+                .execute(&self.pool)
+                .await?
+                .rows_affected();
+                if n == 0 {
+                    return Err($crate::error::StorageError::UnknownWorkstream(ws_id.to_string()));
+                }
+                Ok(())
+            }
+
+            async fn set_alias(&self, ws_id: &str, alias: Option<&str>) -> $crate::error::Result<()> {
+                if let Some(a) = alias {
+                    $crate::ops_ws::validate_alias(a)?;
+                }
+                let n = sqlx::query("UPDATE workstreams SET alias = $2, updated = $3 WHERE ws_id = $1")
+                    .bind(ws_id)
+                    .bind(alias)
+                    .bind($crate::util::now())
+                    .execute(&self.pool)
+                    .await
+                    .map_err(|e| $crate::error::classify(e, alias.unwrap_or_default()))?
+                    .rows_affected();
+                if n == 0 {
+                    return Err($crate::error::StorageError::UnknownWorkstream(ws_id.to_string()));
+                }
+                Ok(())
+            }
+
+            async fn set_title(&self, ws_id: &str, title: Option<&str>) -> $crate::error::Result<()> {
+                if title.is_some_and(|t| t.len() > 1024 || t.contains('\0')) {
+                    return Err($crate::error::StorageError::InvalidInput(
+                        "title is longer than 1024 bytes or contains NUL".into(),
+                    ));
+                }
+                let n = sqlx::query("UPDATE workstreams SET title = $2, updated = $3 WHERE ws_id = $1")
+                    .bind(ws_id)
+                    .bind(title)
+                    .bind($crate::util::now())
+                    .execute(&self.pool)
+                    .await?
+                    .rows_affected();
+                if n == 0 {
+                    return Err($crate::error::StorageError::UnknownWorkstream(ws_id.to_string()));
+                }
+                Ok(())
+            }
+
+            async fn list_workstreams_with_history(
+                &self,
+                user_id: Option<&str>,
+                limit: i64,
+                offset: i64,
+            ) -> $crate::error::Result<Vec<$crate::types::WorkstreamSummary>> {
+                use sqlx::Row;
+                let rows = sqlx::query(concat!(
+                    "SELECT ",
+                    $crate::ops_ws::ws_cols!(),
+                    ", n, last_activity FROM workstreams w JOIN \
+                     (SELECT ws_id AS cws, COUNT(*) AS n, MAX(timestamp) AS last_activity FROM conversations GROUP BY ws_id) c \
+                     ON c.cws = w.ws_id WHERE w.state <> 'creating' AND ($1 IS NULL OR w.user_id = $1) \
+                     ORDER BY last_activity DESC, w.ws_id LIMIT $2 OFFSET $3"
+                ))
+                .bind(user_id)
+                .bind(limit.clamp(0, 10_000))
+                .bind(offset.max(0))
+                .fetch_all(&self.pool)
+                .await?;
+                rows.iter()
+                    .map(|r| {
+                        Ok($crate::types::WorkstreamSummary {
+                            workstream: Self::ws_from_row(r)?,
+                            message_count: r.try_get("n")?,
+                            last_activity: r.try_get("last_activity")?,
+                        })
+                    })
+                    .collect()
+            }
+
+            async fn delete_workstream(&self, ws_id: &str) -> $crate::error::Result<bool> {
+                let n = sqlx::query("DELETE FROM workstreams WHERE ws_id = $1")
+                    .bind(ws_id)
+                    .execute(&self.pool)
+                    .await?
+                    .rows_affected();
+                Ok(n == 1)
+            }
+
+            async fn fork_workstream(
+                &self,
+                source: &str,
+                dest: &$crate::types::Reservation,
+            ) -> $crate::error::Result<usize> {
+                use $crate::error::StorageError;
+                let mut tx = self.begin_write().await?;
+                let dest_row: Option<(String, Option<String>)> = sqlx::query_as(
+                    "SELECT state, incarnation FROM workstreams WHERE ws_id = $1",
+                )
+                .bind(&dest.ws_id)
+                .fetch_optional(&mut *tx)
+                .await?;
+                match dest_row {
+                    None => return Err(StorageError::UnknownWorkstream(dest.ws_id.clone())),
+                    Some((state, token))
+                        if state != "creating" || token.as_deref() != Some(dest.token.as_str()) =>
+                    {
+                        return Err(StorageError::TokenMismatch(dest.ws_id.clone()));
+                    }
+                    Some(_) => {}
+                }
+                let existing: i64 =
+                    sqlx::query_scalar("SELECT COUNT(*) FROM conversations WHERE ws_id = $1")
+                        .bind(&dest.ws_id)
+                        .fetch_one(&mut *tx)
+                        .await?;
+                if existing != 0 {
+                    return Err(StorageError::InvalidInput(format!(
+                        "fork destination {} already has history",
+                        dest.ws_id
+                    )));
+                }
+                if !Self::published_exists(&mut *tx, source).await? {
+                    return Err(StorageError::UnknownWorkstream(source.to_string()));
+                }
+                let (rows, cp) = Self::resume_rows(&mut *tx, source).await?;
+                let turns: Vec<$crate::types::NewTurn> = rows
+                    .iter()
+                    .map(|t| $crate::types::NewTurn {
+                        role: t.role,
+                        content: t.content.clone(),
+                        tool_name: t.tool_name.clone(),
+                        tool_call_id: t.tool_call_id.clone(),
+                        tool_calls: t.tool_calls.clone(),
+                        provider_data: t.provider_data.clone(),
+                        source: t.source.clone(),
+                        event_id: None,
+                        is_error: t.is_error,
+                        attachments: t.attachments.clone(),
+                        meta: t.meta.clone(),
+                    })
+                    .collect();
+                let ids = Self::insert_turns(&mut *tx, &dest.ws_id, &turns).await?;
+                sqlx::query(
+                    "INSERT INTO workstream_config (ws_id, key, value) SELECT $1, key, value FROM workstream_config \
+                     WHERE ws_id = $2 AND key NOT LIKE '\\_turnstone.%' ESCAPE '\\'",
+                )
+                .bind(&dest.ws_id)
+                .bind(source)
+                .execute(&mut *tx)
+                .await?;
+                if let Some(cp) = cp {
+                    // The summary turns lead the copied view; map them to their new ids.
+                    let n = cp.summary_ids.len();
+                    let new_cp = $crate::types::Checkpoint {
+                        summary_ids: ids[..n].to_vec(),
+                        watermark: ids[n - 1],
+                    };
+                    let value = serde_json::to_string(&new_cp)
+                        .map_err(|e| StorageError::InvalidInput(e.to_string()))?;
+                    sqlx::query("INSERT INTO workstream_config (ws_id, key, value) VALUES ($1, $2, $3)")
+                        .bind(&dest.ws_id)
+                        .bind($crate::ops_ws::CHECKPOINT_KEY)
+                        .bind(value)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                tx.commit().await?;
+                Ok(ids.len())
+            }
+
+            async fn prune_workstreams(
+                &self,
+                retention: Option<std::time::Duration>,
+                empty_grace: std::time::Duration,
+            ) -> $crate::error::Result<Vec<String>> {
+                let mut removed: Vec<String> = sqlx::query_scalar(
+                    "DELETE FROM workstreams WHERE state <> 'creating' AND alias IS NULL AND updated < $1 \
+                     AND NOT EXISTS (SELECT 1 FROM conversations c WHERE c.ws_id = workstreams.ws_id) RETURNING ws_id",
+                )
+                .bind($crate::util::ago(empty_grace))
+                .fetch_all(&self.pool)
+                .await?;
+                if let Some(r) = retention {
+                    let old: Vec<String> = sqlx::query_scalar(
+                        "DELETE FROM workstreams WHERE state <> 'creating' AND alias IS NULL AND \
+                         COALESCE((SELECT MAX(c.timestamp) FROM conversations c WHERE c.ws_id = workstreams.ws_id), updated) < $1 \
+                         RETURNING ws_id",
+                    )
+                    .bind($crate::util::ago(r))
+                    .fetch_all(&self.pool)
+                    .await?;
+                    removed.extend(old);
+                }
+                removed.sort();
+                Ok(removed)
+            }
+
+            async fn reap_abandoned_creates(
+                &self,
+                older_than: std::time::Duration,
+                exclude: &[String],
+            ) -> $crate::error::Result<Vec<String>> {
+                let cutoff = $crate::util::ago(older_than);
+                let candidates: Vec<String> = sqlx::query_scalar(
+                    "SELECT ws_id FROM workstreams WHERE state = 'creating' AND updated < $1 ORDER BY ws_id",
+                )
+                .bind(&cutoff)
+                .fetch_all(&self.pool)
+                .await?;
+                let mut reaped = Vec::new();
+                for ws_id in candidates.into_iter().filter(|id| !exclude.contains(id)) {
+                    // Recheck state and age in the delete itself.
+                    let n = sqlx::query(
+                        "DELETE FROM workstreams WHERE ws_id = $1 AND state = 'creating' AND updated < $2",
+                    )
+                    .bind(&ws_id)
+                    .bind(&cutoff)
+                    .execute(&self.pool)
+                    .await?
+                    .rows_affected();
+                    if n == 1 {
+                        reaped.push(ws_id);
+                    }
+                }
+                Ok(reaped)
+            }
+
+            async fn set_config(
+                &self,
+                ws_id: &str,
+                key: &str,
+                value: Option<&str>,
+            ) -> $crate::error::Result<()> {
+                if key.is_empty() || key.len() > 256 || key.starts_with($crate::ops_ws::RESERVED_PREFIX) {
+                    return Err($crate::error::StorageError::InvalidInput(format!(
+                        "config key {key:?} is empty, too long or reserved"
+                    )));
+                }
+                match value {
+                    Some(v) => {
+                        sqlx::query(
+                            "INSERT INTO workstream_config (ws_id, key, value) VALUES ($1, $2, $3) \
+                             ON CONFLICT (ws_id, key) DO UPDATE SET value = excluded.value",
+                        )
+                        .bind(ws_id)
+                        .bind(key)
+                        .bind(v)
+                        .execute(&self.pool)
+                        .await
+                        .map_err(|e| $crate::error::classify(e, ws_id))?;
+                    }
+                    None => {
+                        sqlx::query("DELETE FROM workstream_config WHERE ws_id = $1 AND key = $2")
+                            .bind(ws_id)
+                            .bind(key)
+                            .execute(&self.pool)
+                            .await?;
+                    }
+                }
+                Ok(())
+            }
+
+            async fn get_config(&self, ws_id: &str, key: &str) -> $crate::error::Result<Option<String>> {
+                if key.starts_with($crate::ops_ws::RESERVED_PREFIX) {
+                    return Ok(None);
+                }
+                Ok(sqlx::query_scalar::<_, Option<String>>(
+                    "SELECT value FROM workstream_config WHERE ws_id = $1 AND key = $2",
+                )
+                .bind(ws_id)
+                .bind(key)
+                .fetch_optional(&self.pool)
+                .await?
+                .flatten())
+            }
+
+            async fn list_config(
+                &self,
+                ws_id: &str,
+            ) -> $crate::error::Result<Vec<(String, Option<String>)>> {
+                Ok(sqlx::query_as(
+                    "SELECT key, value FROM workstream_config WHERE ws_id = $1 \
+                     AND key NOT LIKE '\\_turnstone.%' ESCAPE '\\' ORDER BY key",
+                )
+                .bind(ws_id)
+                .fetch_all(&self.pool)
+                .await?)
+            }
+        }
+
+        #[async_trait::async_trait]
+        impl $crate::backend::TurnStore for $store {
+            async fn save_turn(
+                &self,
+                ws_id: &str,
+                turn: &$crate::types::NewTurn,
+            ) -> $crate::error::Result<i64> {
+                turn.validate()?;
+                let mut conn = self.pool.acquire().await?;
+                let ids = Self::insert_turns(&mut conn, ws_id, std::slice::from_ref(turn)).await?;
+                ids.first()
+                    .copied()
+                    .ok_or_else(|| $crate::error::StorageError::UnknownWorkstream(ws_id.to_string()))
+            }
+
+            async fn save_turns(
+                &self,
+                ws_id: &str,
+                turns: &[$crate::types::NewTurn],
+            ) -> $crate::error::Result<Vec<i64>> {
+                for t in turns {
+                    t.validate()?;
+                }
+                let mut tx = self.begin_write().await?;
+                let ids = Self::insert_turns(&mut *tx, ws_id, turns).await?;
+                tx.commit().await?;
+                Ok(ids)
+            }
+
+            async fn load_turns(
+                &self,
+                ws_id: &str,
+                mode: $crate::types::LoadMode,
+            ) -> $crate::error::Result<Vec<$crate::types::StoredTurn>> {
+                use $crate::types::LoadMode;
+                let mut conn = self.pool.acquire().await?;
+                match mode {
+                    LoadMode::Everything => Self::all_rows(&mut conn, ws_id).await,
+                    LoadMode::Transcript => Ok($crate::ops_ws::resume_view(
+                        Self::all_rows(&mut conn, ws_id).await?,
+                        None,
+                    )),
+                    LoadMode::Resume => Ok(Self::resume_rows(&mut conn, ws_id).await?.0),
+                }
+            }
+
+            async fn count_turns(&self, ws_id: &str) -> $crate::error::Result<i64> {
+                Ok(sqlx::query_scalar("SELECT COUNT(*) FROM conversations WHERE ws_id = $1")
+                    .bind(ws_id)
+                    .fetch_one(&self.pool)
+                    .await?)
+            }
+
+            async fn save_compaction(
+                &self,
+                ws_id: &str,
+                watermark: i64,
+                summary: &[$crate::types::NewTurn],
+            ) -> $crate::error::Result<$crate::types::Checkpoint> {
+                use $crate::error::StorageError;
+                if summary.is_empty() {
+                    return Err(StorageError::InvalidInput("a compaction needs summary turns".into()));
+                }
+                let mut turns = summary.to_vec();
+                for t in &mut turns {
+                    t.source = Some($crate::types::COMPACTION_SOURCE.to_string());
+                    t.validate()?;
+                }
+                let mut tx = self.begin_write().await?;
+                if watermark != 0 {
+                    let found: Option<i64> = sqlx::query_scalar(
+                        "SELECT id FROM conversations WHERE ws_id = $1 AND id = $2",
+                    )
+                    .bind(ws_id)
+                    .bind(watermark)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                    if found.is_none() {
+                        return Err(StorageError::InvalidInput(format!(
+                            "watermark {watermark} is not a turn of workstream {ws_id}"
+                        )));
+                    }
+                }
+                let ids = Self::insert_turns(&mut *tx, ws_id, &turns).await?;
+                let cp = $crate::types::Checkpoint { summary_ids: ids, watermark };
+                let value = serde_json::to_string(&cp)
+                    .map_err(|e| StorageError::InvalidInput(e.to_string()))?;
+                sqlx::query(
+                    "INSERT INTO workstream_config (ws_id, key, value) VALUES ($1, $2, $3) \
+                     ON CONFLICT (ws_id, key) DO UPDATE SET value = excluded.value",
+                )
+                .bind(ws_id)
+                .bind($crate::ops_ws::CHECKPOINT_KEY)
+                .bind(value)
+                .execute(&mut *tx)
+                .await?;
+                tx.commit().await?;
+                Ok(cp)
+            }
+
+            async fn checkpoint(
+                &self,
+                ws_id: &str,
+            ) -> $crate::error::Result<Option<$crate::types::Checkpoint>> {
+                let mut conn = self.pool.acquire().await?;
+                Ok(Self::resume_rows(&mut conn, ws_id).await?.1)
+            }
+
+            async fn search_history(
+                &self,
+                query: &str,
+                filter: &$crate::types::SearchFilter,
+            ) -> $crate::error::Result<Vec<$crate::types::SearchHit>> {
+                let tokens = $crate::util::search_tokens(query);
+                if tokens.is_empty() {
+                    return Ok(Vec::new());
+                }
+                let limit = filter.limit.unwrap_or(20).clamp(1, 1000);
+                let rows = self.search_impl(&tokens, filter, limit).await?;
+                rows.iter()
+                    .map(|r| {
+                        use sqlx::Row;
+                        Ok($crate::types::SearchHit {
+                            turn_id: r.try_get("id")?,
+                            ws_id: r.try_get("ws_id")?,
+                            role: $crate::types::Role::parse(r.try_get::<&str, _>("role")?)?,
+                            message: r.try_get::<Option<String>, _>("content")?.unwrap_or_default(),
+                            timestamp: r.try_get("timestamp")?,
+                        })
+                    })
+                    .collect()
+            }
+        }
+    };
+}
+
+pub(crate) use impl_ws_and_turns;

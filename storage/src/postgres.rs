@@ -1,0 +1,84 @@
+//! The PostgreSQL backend: pooled connections, tsvector full-text search.
+
+use crate::error::Result;
+use crate::migrate::check_and_run;
+use crate::ops_other::impl_other;
+use crate::ops_ws::impl_ws_and_turns;
+use crate::types::SearchFilter;
+use sqlx::postgres::{PgPool, PgPoolOptions, PgRow};
+use std::time::Duration;
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres");
+
+/// PostgreSQL-backed storage.
+pub struct PgStore {
+    pub(crate) pool: PgPool,
+}
+
+impl PgStore {
+    /// Connects with a pool of `pool_size` and migrates.
+    pub async fn open(url: &str, pool_size: u32) -> Result<Self> {
+        let pool = PgPoolOptions::new()
+            .max_connections(pool_size.max(1))
+            .acquire_timeout(Duration::from_secs(30))
+            .connect(url)
+            .await?;
+        check_and_run(&MIGRATOR, &pool, &redact(url), "postgres").await?;
+        Ok(Self { pool })
+    }
+
+    /// Write transactions read a consistent snapshot (forks copy one).
+    pub(crate) async fn begin_write(&self) -> Result<sqlx::Transaction<'static, sqlx::Postgres>> {
+        Ok(self
+            .pool
+            .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ")
+            .await?)
+    }
+
+    pub(crate) async fn search_impl(
+        &self,
+        tokens: &[String],
+        filter: &SearchFilter,
+        limit: i64,
+    ) -> Result<Vec<PgRow>> {
+        // plainto_tsquery ANDs the words and never interprets operators.
+        Ok(sqlx::query(
+            "SELECT c.id, c.ws_id, c.role, c.content, c.timestamp FROM conversations c \
+             JOIN workstreams w ON w.ws_id = c.ws_id \
+             WHERE c.content_tsv @@ plainto_tsquery('simple', $1) AND w.state <> 'creating' \
+             AND ($2::text IS NULL OR c.ws_id = $2) AND ($3::text IS NULL OR w.user_id = $3) \
+             ORDER BY c.id DESC LIMIT $4",
+        )
+        .bind(tokens.join(" "))
+        .bind(&filter.ws_id)
+        .bind(&filter.user_id)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+}
+
+/// The URL without its password, for messages.
+pub(crate) fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => {
+            let creds = &url[s + 3..at];
+            let user = creds.split(':').next().unwrap_or("");
+            format!("{}{}:***@{}", &url[..s + 3], user, &url[at + 1..])
+        }
+        _ => url.to_string(),
+    }
+}
+
+impl_ws_and_turns!(PgStore, sqlx::Postgres);
+impl_other!(PgStore, sqlx::Postgres);
+
+impl crate::backend::Backend for PgStore {
+    fn backend_name(&self) -> &'static str {
+        "postgresql"
+    }
+
+    fn close(&self) -> crate::backend::futures_lite_close::CloseFuture<'_> {
+        Box::pin(async move { self.pool.close().await })
+    }
+}

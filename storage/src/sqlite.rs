@@ -1,0 +1,94 @@
+//! The embedded SQLite backend: WAL, busy timeout, foreign keys, FTS5.
+
+use crate::error::{Result, StorageError};
+use crate::migrate::check_and_run;
+use crate::ops_other::impl_other;
+use crate::ops_ws::impl_ws_and_turns;
+use crate::types::SearchFilter;
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
+    SqliteSynchronous,
+};
+use std::path::Path;
+use std::time::Duration;
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
+
+/// SQLite-backed storage.
+pub struct SqliteStore {
+    pub(crate) pool: SqlitePool,
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database at `path` and migrates it.
+    pub async fn open(path: &Path) -> Result<Self> {
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(|e| {
+                StorageError::Config(format!("cannot create {}: {e}", parent.display()))
+            })?;
+        }
+        let opts = SqliteConnectOptions::new()
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            // WAL + NORMAL: a crashed or killed process loses nothing it was told
+            // was saved; only an OS crash/power loss can drop the newest commits.
+            .synchronous(SqliteSynchronous::Normal)
+            .busy_timeout(Duration::from_secs(30))
+            .foreign_keys(true);
+        let pool = SqlitePoolOptions::new()
+            .max_connections(8)
+            .acquire_timeout(Duration::from_secs(60))
+            .connect_with(opts)
+            .await?;
+        check_and_run(&MIGRATOR, &pool, &path.display().to_string(), "sqlite").await?;
+        Ok(Self { pool })
+    }
+
+    /// Write transactions take the lock up front (`BEGIN IMMEDIATE`) so a
+    /// read-then-write never fails with a busy snapshot under concurrency.
+    pub(crate) async fn begin_write(&self) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>> {
+        Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
+    }
+
+    pub(crate) async fn search_impl(
+        &self,
+        tokens: &[String],
+        filter: &SearchFilter,
+        limit: i64,
+    ) -> Result<Vec<SqliteRow>> {
+        // Each token as a quoted FTS5 string: user input can never be FTS syntax.
+        let fts = tokens
+            .iter()
+            .map(|t| format!("\"{}\"", t.replace('"', "\"\"")))
+            .collect::<Vec<_>>()
+            .join(" ");
+        Ok(sqlx::query(
+            "SELECT c.id, c.ws_id, c.role, c.content, c.timestamp FROM conversations_fts \
+             JOIN conversations c ON c.id = conversations_fts.rowid \
+             JOIN workstreams w ON w.ws_id = c.ws_id \
+             WHERE conversations_fts MATCH $1 AND w.state <> 'creating' \
+             AND ($2 IS NULL OR c.ws_id = $2) AND ($3 IS NULL OR w.user_id = $3) \
+             ORDER BY c.id DESC LIMIT $4",
+        )
+        .bind(fts)
+        .bind(&filter.ws_id)
+        .bind(&filter.user_id)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+}
+
+impl_ws_and_turns!(SqliteStore, sqlx::Sqlite);
+impl_other!(SqliteStore, sqlx::Sqlite);
+
+impl crate::backend::Backend for SqliteStore {
+    fn backend_name(&self) -> &'static str {
+        "sqlite"
+    }
+
+    fn close(&self) -> crate::backend::futures_lite_close::CloseFuture<'_> {
+        Box::pin(async move { self.pool.close().await })
+    }
+}

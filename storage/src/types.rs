@@ -1,0 +1,552 @@
+//! Records stored and returned by the storage API.
+
+use crate::error::{Result, StorageError};
+use serde::{Deserialize, Serialize};
+
+/// Largest `content` of one turn (16 MiB).
+pub const MAX_CONTENT_BYTES: usize = 16 << 20;
+/// Largest JSON side field of one turn (tool_calls, provider_data, …).
+pub const MAX_JSON_BYTES: usize = 16 << 20;
+
+/// Lifecycle state of a workstream. `Creating` is internal: such rows are
+/// hidden from ordinary reads until published.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WorkstreamState {
+    /// Hidden reservation during create/fork.
+    Creating,
+    /// Waiting for input.
+    Idle,
+    /// The model is generating.
+    Thinking,
+    /// Tools are running.
+    Running,
+    /// Waiting for the user (approval).
+    Attention,
+    /// The last turn failed.
+    Error,
+    /// Closed (reopenable).
+    Closed,
+}
+
+impl WorkstreamState {
+    /// Lower-case name as stored.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Creating => "creating",
+            Self::Idle => "idle",
+            Self::Thinking => "thinking",
+            Self::Running => "running",
+            Self::Attention => "attention",
+            Self::Error => "error",
+            Self::Closed => "closed",
+        }
+    }
+
+    /// Parses a stored name.
+    pub fn parse(s: &str) -> Result<Self> {
+        Ok(match s {
+            "creating" => Self::Creating,
+            "idle" => Self::Idle,
+            "thinking" => Self::Thinking,
+            "running" => Self::Running,
+            "attention" => Self::Attention,
+            "error" => Self::Error,
+            "closed" => Self::Closed,
+            other => {
+                return Err(StorageError::InvalidInput(format!(
+                    "unknown workstream state {other:?}"
+                )));
+            }
+        })
+    }
+}
+
+/// A workstream row (without its private incarnation token).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Workstream {
+    /// Identity.
+    pub ws_id: String,
+    /// Owning node hint.
+    pub node_id: Option<String>,
+    /// Owner.
+    pub user_id: Option<String>,
+    /// Unique alias.
+    pub alias: Option<String>,
+    /// Generated title.
+    pub title: Option<String>,
+    /// Display name.
+    pub name: String,
+    /// Lifecycle state.
+    pub state: WorkstreamState,
+    /// `interactive` or `coordinator`.
+    pub kind: String,
+    /// Parent for sub-agents.
+    pub parent_ws_id: Option<String>,
+    /// Project.
+    pub project_id: Option<String>,
+    /// Persona.
+    pub persona: Option<String>,
+    /// Skill.
+    pub skill_id: Option<String>,
+    /// Skill version.
+    pub skill_version: Option<i64>,
+    /// Creation time (RFC 3339 UTC).
+    pub created: String,
+    /// Last update time.
+    pub updated: String,
+}
+
+/// What to create.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NewWorkstream {
+    /// Explicit id (default: random 32 hex chars).
+    pub ws_id: Option<String>,
+    /// Owning node.
+    pub node_id: Option<String>,
+    /// Owner.
+    pub user_id: Option<String>,
+    /// Alias (unique).
+    pub alias: Option<String>,
+    /// Title.
+    pub title: Option<String>,
+    /// Display name.
+    pub name: String,
+    /// Kind (default `interactive`).
+    pub kind: Option<String>,
+    /// Parent.
+    pub parent_ws_id: Option<String>,
+    /// Project.
+    pub project_id: Option<String>,
+    /// Persona.
+    pub persona: Option<String>,
+    /// Skill.
+    pub skill_id: Option<String>,
+    /// Skill version.
+    pub skill_version: Option<i64>,
+}
+
+/// A hidden `creating` row and the private token that owns it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reservation {
+    /// The reserved id.
+    pub ws_id: String,
+    /// The incarnation token; only its holder may publish or discard.
+    pub token: String,
+}
+
+/// A workstream with history, for listings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WorkstreamSummary {
+    /// The row.
+    pub workstream: Workstream,
+    /// Stored turns.
+    pub message_count: i64,
+    /// Timestamp of the newest turn.
+    pub last_activity: String,
+}
+
+/// Conversation roles.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// User input.
+    User,
+    /// Model output.
+    Assistant,
+    /// Tool result.
+    Tool,
+    /// System prompt / notices.
+    System,
+}
+
+impl Role {
+    /// Lower-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::User => "user",
+            Self::Assistant => "assistant",
+            Self::Tool => "tool",
+            Self::System => "system",
+        }
+    }
+
+    /// Parses a stored name.
+    pub fn parse(s: &str) -> Result<Self> {
+        Ok(match s {
+            "user" => Self::User,
+            "assistant" => Self::Assistant,
+            "tool" => Self::Tool,
+            "system" => Self::System,
+            other => {
+                return Err(StorageError::InvalidInput(format!(
+                    "unknown role {other:?}"
+                )));
+            }
+        })
+    }
+}
+
+/// One canonical turn to append. JSON side fields are JSON text, stored
+/// byte-exact (tool-call arguments must survive unchanged).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewTurn {
+    /// Role.
+    pub role: Role,
+    /// Text content.
+    pub content: Option<String>,
+    /// Tool name (tool turns).
+    pub tool_name: Option<String>,
+    /// Call id a tool turn answers.
+    pub tool_call_id: Option<String>,
+    /// Assistant tool calls (JSON array).
+    pub tool_calls: Option<String>,
+    /// Opaque provider-native lane (JSON).
+    pub provider_data: Option<String>,
+    /// Provenance, e.g. `compaction`.
+    pub source: Option<String>,
+    /// SSE cursor.
+    pub event_id: Option<i64>,
+    /// Tool result was an error.
+    pub is_error: bool,
+    /// Attachment references (JSON).
+    pub attachments: Option<String>,
+    /// Side metadata (JSON), e.g. effect status.
+    pub meta: Option<String>,
+}
+
+impl NewTurn {
+    /// A turn with only role and content.
+    pub fn text(role: Role, content: impl Into<String>) -> Self {
+        Self {
+            role,
+            content: Some(content.into()),
+            tool_name: None,
+            tool_call_id: None,
+            tool_calls: None,
+            provider_data: None,
+            source: None,
+            event_id: None,
+            is_error: false,
+            attachments: None,
+            meta: None,
+        }
+    }
+
+    /// Builds a turn from raw bytes (e.g. process output), refusing invalid UTF-8.
+    pub fn from_utf8(role: Role, bytes: Vec<u8>) -> Result<Self> {
+        let text = String::from_utf8(bytes).map_err(|e| {
+            StorageError::InvalidInput(format!(
+                "content is not valid UTF-8 (first bad byte at offset {})",
+                e.utf8_error().valid_up_to()
+            ))
+        })?;
+        Ok(Self::text(role, text))
+    }
+
+    /// Checks sizes, JSON fields and NUL characters (PostgreSQL text cannot hold
+    /// NUL; both backends refuse it so behaviour is identical).
+    pub fn validate(&self) -> Result<()> {
+        if let Some(c) = &self.content {
+            if c.len() > MAX_CONTENT_BYTES {
+                return Err(StorageError::TooLarge {
+                    field: "content",
+                    size: c.len(),
+                    limit: MAX_CONTENT_BYTES,
+                });
+            }
+            if c.contains('\0') {
+                return Err(StorageError::InvalidInput(
+                    "content contains a NUL character".into(),
+                ));
+            }
+        }
+        for (field, v) in [
+            ("tool_calls", &self.tool_calls),
+            ("provider_data", &self.provider_data),
+            ("attachments", &self.attachments),
+            ("meta", &self.meta),
+        ] {
+            let Some(v) = v else { continue };
+            if v.len() > MAX_JSON_BYTES {
+                return Err(StorageError::TooLarge {
+                    field,
+                    size: v.len(),
+                    limit: MAX_JSON_BYTES,
+                });
+            }
+            if serde_json::from_str::<serde::de::IgnoredAny>(v).is_err() {
+                return Err(StorageError::InvalidInput(format!(
+                    "{field} is not valid JSON"
+                )));
+            }
+        }
+        for (field, v) in [
+            ("tool_name", &self.tool_name),
+            ("tool_call_id", &self.tool_call_id),
+            ("source", &self.source),
+        ] {
+            if v.as_ref()
+                .is_some_and(|s| s.contains('\0') || s.len() > 4096)
+            {
+                return Err(StorageError::InvalidInput(format!(
+                    "{field} is too long or contains NUL"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A stored turn.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StoredTurn {
+    /// Row id (monotonic per database).
+    pub id: i64,
+    /// Workstream.
+    pub ws_id: String,
+    /// When it was saved.
+    pub timestamp: String,
+    /// Role.
+    pub role: Role,
+    /// Text content.
+    pub content: Option<String>,
+    /// Tool name.
+    pub tool_name: Option<String>,
+    /// Answered call id.
+    pub tool_call_id: Option<String>,
+    /// Tool calls JSON.
+    pub tool_calls: Option<String>,
+    /// Provider-native JSON.
+    pub provider_data: Option<String>,
+    /// Provenance.
+    pub source: Option<String>,
+    /// SSE cursor.
+    pub event_id: Option<i64>,
+    /// Error flag.
+    pub is_error: bool,
+    /// Attachments JSON.
+    pub attachments: Option<String>,
+    /// Metadata JSON.
+    pub meta: Option<String>,
+}
+
+/// How much history to load.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoadMode {
+    /// For resuming: the latest valid compaction checkpoint's summary turns plus
+    /// what follows it; the full transcript when there is no valid checkpoint.
+    Resume,
+    /// Every source turn (compaction summaries excluded), e.g. for export.
+    Transcript,
+    /// Every row, including compaction summaries.
+    Everything,
+}
+
+/// The `source` value marking compaction summary turns.
+pub const COMPACTION_SOURCE: &str = "compaction";
+
+/// A compaction checkpoint: the summary turns and the last source turn they cover.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    /// Ids of the summary turns, in order.
+    pub summary_ids: Vec<i64>,
+    /// Id of the last source turn the summary covers.
+    pub watermark: i64,
+}
+
+/// One full-text search hit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SearchHit {
+    /// Turn id.
+    pub turn_id: i64,
+    /// Workstream.
+    pub ws_id: String,
+    /// Role.
+    pub role: Role,
+    /// The message text.
+    pub message: String,
+    /// When it was saved.
+    pub timestamp: String,
+}
+
+/// Filters for history search.
+#[derive(Debug, Clone, Default)]
+pub struct SearchFilter {
+    /// Only this workstream.
+    pub ws_id: Option<String>,
+    /// Only workstreams of this user.
+    pub user_id: Option<String>,
+    /// Max hits (default 20, max 1000).
+    pub limit: Option<i64>,
+}
+
+/// Memory types.
+pub const MEMORY_TYPES: &[&str] = &["user", "project", "feedback", "reference"];
+/// Memory scopes.
+pub const MEMORY_SCOPES: &[&str] = &["global", "workstream", "user"];
+
+/// A structured memory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Memory {
+    /// Id.
+    pub memory_id: String,
+    /// Short snake_case name.
+    pub name: String,
+    /// Relevance description.
+    pub description: String,
+    /// user | project | feedback | reference.
+    pub memory_type: String,
+    /// global | workstream | user.
+    pub scope: String,
+    /// Workstream or user id for scoped memories ("" for global).
+    pub scope_id: String,
+    /// Content.
+    pub content: String,
+    /// Created.
+    pub created: String,
+    /// Updated.
+    pub updated: String,
+    /// Last read.
+    pub last_accessed: Option<String>,
+    /// Reads.
+    pub access_count: i64,
+}
+
+/// A memory to save (upsert by name + scope + scope_id).
+#[derive(Debug, Clone, Default)]
+pub struct NewMemory {
+    /// Name.
+    pub name: String,
+    /// Description.
+    pub description: String,
+    /// Type (default `project`).
+    pub memory_type: Option<String>,
+    /// Scope (default `global`).
+    pub scope: Option<String>,
+    /// Scope id.
+    pub scope_id: String,
+    /// Content.
+    pub content: String,
+}
+
+/// A user account.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct User {
+    /// Id.
+    pub user_id: String,
+    /// Login name.
+    pub username: String,
+    /// Display name.
+    pub display_name: String,
+    /// Password hash (argon2/bcrypt string); never the password.
+    #[serde(skip)]
+    pub password_hash: String,
+    /// RBAC role.
+    pub role: String,
+    /// Created.
+    pub created: String,
+}
+
+/// An API token record (the raw token is shown once, at creation).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ApiToken {
+    /// Id.
+    pub token_id: String,
+    /// First 8 characters, for display.
+    pub token_prefix: String,
+    /// Owner.
+    pub user_id: String,
+    /// Label.
+    pub name: String,
+    /// Scopes.
+    pub scopes: Vec<String>,
+    /// Created.
+    pub created: String,
+    /// Expiry, if any.
+    pub expires: Option<String>,
+    /// Last successful use.
+    pub last_used: Option<String>,
+}
+
+/// Persisted plugin state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PluginRecord {
+    /// Plugin name.
+    pub name: String,
+    /// Version.
+    pub version: String,
+    /// tool | provider | channel.
+    pub kind: String,
+    /// Operator toggle.
+    pub enabled: bool,
+    /// Granted capabilities as JSON; `None` = default for its origin.
+    pub granted: Option<String>,
+    /// Plugin config as a JSON object.
+    pub config: String,
+    /// loaded | failed | update_failed | disabled | unknown.
+    pub state: String,
+    /// Last load/update error.
+    pub last_error: Option<String>,
+    /// Last change.
+    pub updated: String,
+}
+
+/// An audit log entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AuditEntry {
+    /// Row id (0 before insert).
+    pub id: i64,
+    /// When.
+    pub timestamp: String,
+    /// Acting user.
+    pub user_id: Option<String>,
+    /// What, e.g. `plugin.disable`.
+    pub action: String,
+    /// On what.
+    pub target: Option<String>,
+    /// Details (JSON).
+    pub detail: Option<String>,
+    /// Client address.
+    pub ip: Option<String>,
+}
+
+/// Token usage of one model call.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UsageEvent {
+    /// User.
+    pub user_id: Option<String>,
+    /// Workstream.
+    pub ws_id: Option<String>,
+    /// Model alias.
+    pub model: Option<String>,
+    /// Prompt tokens.
+    pub prompt_tokens: i64,
+    /// Completion tokens.
+    pub completion_tokens: i64,
+    /// Cached prompt tokens.
+    pub cached_tokens: i64,
+    /// Reasoning tokens.
+    pub reasoning_tokens: i64,
+    /// Tool calls made.
+    pub tool_calls: i64,
+}
+
+/// A node in the service registry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ServiceRecord {
+    /// Id.
+    pub service_id: String,
+    /// server | console | channel.
+    pub kind: String,
+    /// Node.
+    pub node_id: String,
+    /// Base URL.
+    pub url: Option<String>,
+    /// Version.
+    pub version: Option<String>,
+    /// Start time.
+    pub started: String,
+    /// Last heartbeat.
+    pub last_heartbeat: String,
+}
