@@ -1,0 +1,336 @@
+//! Memories, users and tokens, plugin state, audit, usage and services on both backends.
+
+mod common;
+
+use common::*;
+use std::time::Duration;
+use turnstone_storage::prelude::*;
+
+both_backends!(
+    memories_crud_search_and_counters,
+    users_and_tokens,
+    plugin_state_crud,
+    audit_usage_and_services
+);
+
+async fn memories_crud_search_and_counters(h: Harness) {
+    let db = &h.db;
+    let m = db
+        .save_memory(&NewMemory {
+            name: "build_cmd".into(),
+            description: "How to build".into(),
+            content: "Run cargo xtask build; 100% of the time".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        (m.memory_type.as_str(), m.scope.as_str()),
+        ("project", "global")
+    );
+    let updated = db
+        .save_memory(&NewMemory {
+            name: "build_cmd".into(),
+            description: "How to build".into(),
+            content: "Run cargo xtask build --release".into(),
+            memory_type: Some("reference".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(updated.memory_id, m.memory_id, "upsert keeps identity");
+    db.save_memory(&NewMemory {
+        name: "tone".into(),
+        content: "User prefers terse answers".into(),
+        memory_type: Some("user".into()),
+        scope: Some("user".into()),
+        scope_id: "alice".into(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let got = db
+        .get_memory("build_cmd", "global", "")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(got.content, "Run cargo xtask build --release");
+    assert_eq!(got.access_count, 1);
+    assert!(got.last_accessed.is_some());
+    let hits = db.search_memories("XTASK release", 10).await.unwrap();
+    assert_eq!(hits.len(), 1);
+    assert_eq!(
+        db.get_memory("build_cmd", "global", "")
+            .await
+            .unwrap()
+            .unwrap()
+            .access_count,
+        3
+    );
+    assert!(
+        db.search_memories("%", 10).await.unwrap().is_empty(),
+        "LIKE wildcards are literal"
+    );
+    assert_eq!(
+        db.list_memories(Some("user"), None, 10)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    assert_eq!(
+        db.list_memories(None, Some("global"), 10)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    assert!(db.delete_memory("tone", "user", "alice").await.unwrap());
+    assert!(!db.delete_memory("tone", "user", "alice").await.unwrap());
+    for bad in [
+        NewMemory {
+            name: "x".into(),
+            memory_type: Some("gossip".into()),
+            ..Default::default()
+        },
+        NewMemory {
+            name: "x".into(),
+            scope: Some("workstream".into()),
+            ..Default::default()
+        },
+        NewMemory {
+            name: String::new(),
+            ..Default::default()
+        },
+    ] {
+        assert!(matches!(
+            db.save_memory(&bad).await,
+            Err(StorageError::InvalidInput(_))
+        ));
+    }
+}
+
+async fn users_and_tokens(h: Harness) {
+    let db = &h.db;
+    assert_eq!(db.count_users().await.unwrap(), 0);
+    let alice = db
+        .create_user("alice", "Alice", "$argon2id$v=19$fake", "admin")
+        .await
+        .unwrap();
+    assert!(matches!(
+        db.create_user("alice", "Other", "h", "viewer").await,
+        Err(StorageError::DuplicateUsername(ref u)) if u == "alice"
+    ));
+    assert!(matches!(
+        db.create_user("bad name", "B", "h", "viewer").await,
+        Err(StorageError::InvalidInput(_))
+    ));
+    assert_eq!(
+        db.get_user_by_name("alice").await.unwrap().unwrap().user_id,
+        alice.user_id
+    );
+
+    let (raw, tok) = db
+        .create_api_token(&alice.user_id, "ci", &["read".into(), "write".into()], None)
+        .await
+        .unwrap();
+    assert!(
+        raw.starts_with("ts_")
+            && raw.len() == 67
+            && raw[3..].chars().all(|c| c.is_ascii_hexdigit())
+    );
+    assert_eq!(tok.token_prefix, &raw[..8]);
+    assert_eq!(tok.scopes, ["read", "write"]);
+    let stored = h
+        .raw
+        .scalar_string(&format!(
+            "SELECT token_hash FROM api_tokens WHERE token_id = '{}'",
+            tok.token_id
+        ))
+        .await
+        .unwrap();
+    assert_eq!(stored.len(), 64);
+    assert_ne!(stored, raw, "only the hash is stored");
+    let (vt, vu) = db
+        .verify_api_token(&raw)
+        .await
+        .unwrap()
+        .expect("valid token");
+    assert_eq!(
+        (vt.token_id.as_str(), vu.username.as_str()),
+        (tok.token_id.as_str(), "alice")
+    );
+    assert!(
+        db.list_api_tokens(None).await.unwrap()[0]
+            .last_used
+            .is_some()
+    );
+    let mut forged = raw.clone();
+    forged.replace_range(66..67, if raw.ends_with('0') { "1" } else { "0" });
+    assert!(db.verify_api_token(&forged).await.unwrap().is_none());
+    assert!(db.verify_api_token("garbage").await.unwrap().is_none());
+
+    let (expired_raw, _) = db
+        .create_api_token(
+            &alice.user_id,
+            "old",
+            &["read".into()],
+            Some("2020-01-01T00:00:00.000Z"),
+        )
+        .await
+        .unwrap();
+    assert!(
+        db.verify_api_token(&expired_raw).await.unwrap().is_none(),
+        "expired tokens fail"
+    );
+    assert!(matches!(
+        db.create_api_token("nobody", "x", &["read".into()], None)
+            .await,
+        Err(StorageError::UnknownUser(_))
+    ));
+    assert!(
+        db.create_api_token(&alice.user_id, "x", &["a,b".into()], None)
+            .await
+            .is_err()
+    );
+    assert!(
+        db.create_api_token(&alice.user_id, "x", &["read".into()], Some("tomorrow"))
+            .await
+            .is_err()
+    );
+    assert!(db.revoke_api_token(&tok.token_id).await.unwrap());
+    assert!(db.verify_api_token(&raw).await.unwrap().is_none());
+
+    db.link_channel_user("slack", "U123", &alice.user_id)
+        .await
+        .unwrap();
+    assert_eq!(
+        db.channel_user("slack", "U123").await.unwrap(),
+        Some(alice.user_id.clone())
+    );
+    assert!(matches!(
+        db.link_channel_user("slack", "U9", "nobody").await,
+        Err(StorageError::UnknownUser(_))
+    ));
+
+    assert!(db.delete_user(&alice.user_id).await.unwrap());
+    assert!(
+        db.list_api_tokens(Some(&alice.user_id))
+            .await
+            .unwrap()
+            .is_empty(),
+        "tokens go with the user"
+    );
+    assert!(db.channel_user("slack", "U123").await.unwrap().is_none());
+}
+
+async fn plugin_state_crud(h: Harness) {
+    let db = &h.db;
+    let rec = PluginRecord {
+        name: "word_count".into(),
+        version: "0.1.0".into(),
+        kind: "tool".into(),
+        enabled: true,
+        granted: None,
+        config: "{}".into(),
+        state: "loaded".into(),
+        last_error: None,
+        updated: String::new(),
+    };
+    db.upsert_plugin(&rec).await.unwrap();
+    assert!(db.set_plugin_enabled("word_count", false).await.unwrap());
+    assert!(
+        db.set_plugin_grants("word_count", Some(r#"{"http":["api.example.com"]}"#))
+            .await
+            .unwrap()
+    );
+    assert!(
+        db.set_plugin_state("word_count", "update_failed", Some("bad magic"))
+            .await
+            .unwrap()
+    );
+    let got = db.get_plugin("word_count").await.unwrap().unwrap();
+    assert!(!got.enabled);
+    assert_eq!(
+        got.granted.as_deref(),
+        Some(r#"{"http":["api.example.com"]}"#)
+    );
+    assert_eq!(
+        (got.state.as_str(), got.last_error.as_deref()),
+        ("update_failed", Some("bad magic"))
+    );
+    assert!(!got.updated.is_empty());
+    assert!(matches!(
+        db.set_plugin_grants("word_count", Some("{oops")).await,
+        Err(StorageError::InvalidInput(_))
+    ));
+    assert!(!db.set_plugin_enabled("ghost", true).await.unwrap());
+    assert_eq!(db.list_plugins().await.unwrap().len(), 1);
+    assert!(db.delete_plugin("word_count").await.unwrap());
+    assert!(db.get_plugin("word_count").await.unwrap().is_none());
+}
+
+async fn audit_usage_and_services(h: Harness) {
+    let db = &h.db;
+    let a = db
+        .append_audit(&AuditEntry {
+            id: 0,
+            timestamp: String::new(),
+            user_id: Some("u1".into()),
+            action: "plugin.disable".into(),
+            target: Some("word_count".into()),
+            detail: Some("{}".into()),
+            ip: Some("127.0.0.1".into()),
+        })
+        .await
+        .unwrap();
+    let b = db
+        .append_audit(&AuditEntry {
+            id: 0,
+            timestamp: String::new(),
+            user_id: None,
+            action: "plugin.enable".into(),
+            target: None,
+            detail: None,
+            ip: None,
+        })
+        .await
+        .unwrap();
+    let log = db.list_audit(10).await.unwrap();
+    assert_eq!(log.iter().map(|e| e.id).collect::<Vec<_>>(), [b, a]);
+    assert_eq!(log[1].action, "plugin.disable");
+    db.record_usage(&UsageEvent {
+        prompt_tokens: 10,
+        completion_tokens: 5,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let svc = ServiceRecord {
+        service_id: "node-1".into(),
+        kind: "server".into(),
+        node_id: "n1".into(),
+        url: Some("http://127.0.0.1:8080".into()),
+        version: Some("0.1.0".into()),
+        started: String::new(),
+        last_heartbeat: String::new(),
+    };
+    db.heartbeat(&svc).await.unwrap();
+    db.heartbeat(&svc).await.unwrap();
+    assert_eq!(
+        db.live_services(Duration::from_secs(60))
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    h.raw
+        .exec("UPDATE services SET last_heartbeat = '2020-01-01T00:00:00.000Z'")
+        .await;
+    assert!(
+        db.live_services(Duration::from_secs(60))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
