@@ -193,6 +193,23 @@ impl LoadedPlugin {
         .await
     }
 
+    /// The JSON body a provider plugin would send for `request`.
+    pub async fn provider_build_request(
+        &self,
+        request: &ptypes::CompletionRequest,
+    ) -> Result<Result<String, ptypes::ProviderError>, CallError> {
+        let InstancePre::Provider(pre) = &self.pre else {
+            return Err(self.wrong_kind("provider"));
+        };
+        self.run(Arc::new(NullSink), None, async |store| {
+            let inst = pre.instantiate_async(&mut *store).await?;
+            inst.turnstone_plugin_provider()
+                .call_build_request(&mut *store, request)
+                .await
+        })
+        .await
+    }
+
     /// Streams one completion from a provider plugin into `events`.
     pub async fn provider_complete(
         &self,
