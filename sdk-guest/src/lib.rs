@@ -47,6 +47,7 @@ pub mod fs;
 pub mod host;
 pub mod http;
 pub mod process;
+pub mod provider;
 
 #[doc(hidden)]
 pub mod bindings {

@@ -189,7 +189,18 @@ fn test(extra: &[String]) -> Result<()> {
         .args(["test", "--manifest-path"])
         .arg(root.join("sdk-guest/Cargo.toml"))
         .arg("--target-dir")
-        .arg(root.join("target/sdk-native")))
+        .arg(root.join("target/sdk-native")))?;
+    // Guest crates' own unit tests (pure logic such as SSE parsing), natively.
+    // `--lib` skips the cdylib artifact, whose component export names a native
+    // linker cannot take.
+    for ws in ["tools", "plugins"] {
+        run(cargo()
+            .args(["test", "--workspace", "--lib", "--manifest-path"])
+            .arg(root.join(ws).join("Cargo.toml"))
+            .arg("--target-dir")
+            .arg(root.join("target/guest-native")))?;
+    }
+    Ok(())
 }
 
 fn lint() -> Result<()> {

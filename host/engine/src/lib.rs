@@ -5,6 +5,7 @@
 //! conversation loop, approvals, model registry and provider bindings build on
 //! these.
 
+pub mod lower;
 pub mod repair;
 pub mod truncate;
 pub mod turn;

@@ -1,0 +1,98 @@
+//! Lowering canonical turns to the provider WIT: the one boundary where the
+//! provider-neutral history becomes what a provider component sees.
+
+use crate::turn::{ContentPart, Role, Turn};
+use turnstone_runtime::bindings::v0_1_0::host::turnstone::plugin::types::ImageData;
+use turnstone_runtime::bindings::v0_1_0::provider::turnstone::plugin::provider_types as wit;
+
+/// Resolves an attachment id to a `data:` URL (the blob store's job).
+pub trait AttachmentResolver {
+    /// The data URL for `attachment_id`, if known.
+    fn data_url(&self, attachment_id: &str) -> Option<String>;
+}
+
+/// Why lowering failed.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum LowerError {
+    /// An attachment id the resolver does not know.
+    #[error("unknown attachment {0}")]
+    UnknownAttachment(String),
+    /// A URL that is not a base64 `data:` URL.
+    #[error("image is not a base64 data URL")]
+    BadDataUrl,
+}
+
+fn parse_data_url(url: &str) -> Result<ImageData, LowerError> {
+    let rest = url.strip_prefix("data:").ok_or(LowerError::BadDataUrl)?;
+    let (media_type, data) = rest.split_once(";base64,").ok_or(LowerError::BadDataUrl)?;
+    Ok(ImageData {
+        media_type: media_type.to_string(),
+        data_base64: data.to_string(),
+    })
+}
+
+/// Lowers `turns` for a provider of flavour `provider`. Provider-native blocks
+/// are passed on only to the flavour family that produced them and only when
+/// `replay_native` is set.
+pub fn to_wit_messages(
+    turns: &[Turn],
+    provider: &str,
+    replay_native: bool,
+    attachments: &dyn AttachmentResolver,
+) -> Result<Vec<wit::Message>, LowerError> {
+    let family = |p: &str| p.split('-').next().unwrap_or(p).to_string();
+    turns
+        .iter()
+        .map(|t| {
+            let content = t
+                .content
+                .iter()
+                .map(|p| match p {
+                    ContentPart::Text { text } => Ok(wit::ContentPart::Text(text.clone())),
+                    ContentPart::Image {
+                        attachment_id: Some(id),
+                        ..
+                    } => {
+                        let url = attachments
+                            .data_url(id)
+                            .ok_or_else(|| LowerError::UnknownAttachment(id.clone()))?;
+                        Ok(wit::ContentPart::Image(parse_data_url(&url)?))
+                    }
+                    ContentPart::Image { url: Some(url), .. } => {
+                        Ok(wit::ContentPart::Image(parse_data_url(url)?))
+                    }
+                    ContentPart::Image { .. } => Err(LowerError::BadDataUrl),
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            let provider_data = t
+                .native
+                .as_ref()
+                .filter(|n| replay_native && family(&n.provider) == family(provider))
+                .map(|n| n.blocks.to_string());
+            Ok(wit::Message {
+                role: match t.role {
+                    Role::System => wit::Role::System,
+                    Role::User => wit::Role::User,
+                    Role::Assistant => wit::Role::Assistant,
+                    Role::Tool => wit::Role::Tool,
+                },
+                content,
+                tool_calls: t
+                    .tool_calls
+                    .iter()
+                    .map(|c| wit::ToolCall {
+                        id: c.id.clone(),
+                        name: c.name.clone(),
+                        arguments: c.arguments.clone(),
+                    })
+                    .collect(),
+                tool_call_id: t.tool_call_id.clone(),
+                tool_name: t.tool_name.clone(),
+                is_error: t.is_error,
+                reasoning: t.reasoning.clone(),
+                provider_data,
+                source: t.meta.source.clone(),
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,177 @@
+//! Request bodies for the Chat Completions API.
+
+use serde_json::{Map, Value, json};
+use turnstone_plugin_sdk::provider::{
+    CompletionRequest, ContentPart, Message, ModelCapabilities, ProviderError, Role,
+};
+
+/// Default output budget when the request sets none.
+pub const DEFAULT_MAX_TOKENS: u32 = 4096;
+
+/// Capabilities by model name; unknown models get permissive defaults without vision.
+pub fn capabilities(model: &str) -> ModelCapabilities {
+    let m = model.to_ascii_lowercase();
+    let vision = m.starts_with("gpt-4o")
+        || m.starts_with("gpt-4.1")
+        || m.starts_with("gpt-5")
+        || m.starts_with("gemini");
+    let reasoning =
+        m.starts_with("o1") || m.starts_with("o3") || m.starts_with("o4") || m.starts_with("gpt-5");
+    let context_window = if m.starts_with("gemini") {
+        2_000_000
+    } else if m.starts_with("gpt-4.1") || m.starts_with("gpt-5") {
+        400_000
+    } else {
+        128_000
+    };
+    ModelCapabilities {
+        context_window,
+        max_output_tokens: if m.starts_with("gemini") {
+            65_536
+        } else {
+            16_384
+        },
+        supports_tools: true,
+        supports_vision: vision,
+        supports_reasoning: reasoning,
+        supports_temperature: !reasoning,
+        supports_streaming: true,
+    }
+}
+
+fn bad(msg: impl Into<String>) -> ProviderError {
+    ProviderError::BadRequest(msg.into())
+}
+
+fn text_of(parts: &[ContentPart]) -> String {
+    parts
+        .iter()
+        .filter_map(|p| match p {
+            ContentPart::Text(t) => Some(t.as_str()),
+            ContentPart::Image(_) => None,
+        })
+        .collect()
+}
+
+fn content_value(parts: &[ContentPart]) -> Value {
+    if parts.iter().all(|p| matches!(p, ContentPart::Text(_))) {
+        return Value::String(text_of(parts));
+    }
+    Value::Array(
+        parts
+            .iter()
+            .map(|p| match p {
+                ContentPart::Text(t) => json!({"type": "text", "text": t}),
+                ContentPart::Image(img) => json!({
+                    "type": "image_url",
+                    "image_url": {"url": format!("data:{};base64,{}", img.media_type, img.data_base64)}
+                }),
+            })
+            .collect(),
+    )
+}
+
+fn message_value(m: &Message) -> Value {
+    match m.role {
+        Role::System => json!({"role": "system", "content": text_of(&m.content)}),
+        Role::User => json!({"role": "user", "content": content_value(&m.content)}),
+        Role::Tool => json!({
+            "role": "tool",
+            "tool_call_id": m.tool_call_id.clone().unwrap_or_default(),
+            "content": text_of(&m.content),
+        }),
+        Role::Assistant => {
+            let mut v = json!({"role": "assistant", "content": text_of(&m.content)});
+            if !m.tool_calls.is_empty() {
+                v["tool_calls"] = Value::Array(
+                    m.tool_calls
+                        .iter()
+                        .map(|c| {
+                            json!({
+                                "id": c.id,
+                                "type": "function",
+                                "function": {"name": c.name, "arguments": c.arguments},
+                            })
+                        })
+                        .collect(),
+                );
+            }
+            v
+        }
+    }
+}
+
+/// Operator capability overrides relevant to the body.
+fn overrides(req: &CompletionRequest) -> Result<Map<String, Value>, ProviderError> {
+    match &req.capabilities {
+        None => Ok(Map::new()),
+        Some(text) => match serde_json::from_str::<Value>(text) {
+            Ok(Value::Object(m)) => Ok(m),
+            _ => Err(bad("capabilities must be a JSON object")),
+        },
+    }
+}
+
+/// The Chat Completions request body.
+pub fn chat_body(req: &CompletionRequest) -> Result<Value, ProviderError> {
+    if req.model.is_empty() {
+        return Err(bad("no model given"));
+    }
+    let caps = overrides(req)?;
+    let model_caps = capabilities(&req.model);
+    // OpenAI's own API wants max_completion_tokens; Gemini's endpoint and most
+    // local servers take max_tokens. An operator can override either way.
+    let default_param = if req.provider == "openai" {
+        "max_completion_tokens"
+    } else {
+        "max_tokens"
+    };
+    let token_param = caps
+        .get("token_param")
+        .and_then(Value::as_str)
+        .unwrap_or(default_param)
+        .to_string();
+    let mut body = Map::new();
+    body.insert("model".into(), json!(req.model));
+    body.insert(
+        "messages".into(),
+        Value::Array(req.messages.iter().map(message_value).collect()),
+    );
+    body.insert(
+        token_param,
+        json!(req.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS)),
+    );
+    body.insert("stream".into(), json!(true));
+    body.insert("stream_options".into(), json!({"include_usage": true}));
+    let supports_temperature = caps
+        .get("supports_temperature")
+        .and_then(Value::as_bool)
+        .unwrap_or(model_caps.supports_temperature);
+    if let Some(t) = req.temperature
+        && supports_temperature
+    {
+        body.insert("temperature".into(), json!(t));
+    }
+    if let Some(effort) = &req.reasoning_effort {
+        body.insert("reasoning_effort".into(), json!(effort));
+    }
+    if !req.tools.is_empty() {
+        let mut tools = Vec::with_capacity(req.tools.len());
+        for t in &req.tools {
+            let params: Value = serde_json::from_str(&t.parameters)
+                .map_err(|e| bad(format!("tool {} parameters are not JSON: {e}", t.name)))?;
+            tools.push(json!({
+                "type": "function",
+                "function": {"name": t.name, "description": t.description, "parameters": params},
+            }));
+        }
+        body.insert("tools".into(), Value::Array(tools));
+    }
+    if let Some(extra) = &req.extra {
+        match serde_json::from_str::<Value>(extra) {
+            Ok(Value::Object(m)) => body.extend(m),
+            _ => return Err(bad("extra must be a JSON object")),
+        }
+    }
+    Ok(Value::Object(body))
+}

@@ -1,0 +1,380 @@
+//! Sending a Chat Completions request and turning its SSE stream into events.
+
+use crate::body::chat_body;
+use crate::sse::{SseDecoder, ThinkSplitter};
+use serde_json::Value;
+use turnstone_plugin_sdk::http::{HttpError, Request};
+use turnstone_plugin_sdk::provider::{
+    CompletionRequest, FinishReason, ProviderError, RateLimit, ServerError, StreamEvent,
+    ToolCallDelta, Usage, emit,
+};
+
+/// Parses one stream's events; `sink` returns false to stop.
+pub struct ChatStream<'a> {
+    sink: &'a mut dyn FnMut(StreamEvent) -> bool,
+    think: ThinkSplitter,
+    /// A `finish_reason` arrived.
+    pub finished: bool,
+    /// `[DONE]` arrived.
+    pub done: bool,
+}
+
+impl<'a> ChatStream<'a> {
+    /// A parser emitting into `sink`.
+    pub fn new(sink: &'a mut dyn FnMut(StreamEvent) -> bool) -> Self {
+        Self {
+            sink,
+            think: ThinkSplitter::default(),
+            finished: false,
+            done: false,
+        }
+    }
+
+    fn send(&mut self, ev: StreamEvent) -> Result<(), ProviderError> {
+        if (self.sink)(ev) {
+            Ok(())
+        } else {
+            Err(ProviderError::Cancelled)
+        }
+    }
+
+    fn text(&mut self, text: &str) -> Result<(), ProviderError> {
+        for (reasoning, piece) in self.think.push(text) {
+            self.send(if reasoning {
+                StreamEvent::ReasoningDelta(piece)
+            } else {
+                StreamEvent::TextDelta(piece)
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Handles one SSE `data` payload.
+    pub fn handle(&mut self, data: &str) -> Result<(), ProviderError> {
+        if data.trim() == "[DONE]" {
+            self.done = true;
+            return Ok(());
+        }
+        let v: Value = serde_json::from_str(data)
+            .map_err(|e| ProviderError::Network(format!("malformed stream chunk: {e}")))?;
+        if let Some(err) = v.get("error") {
+            let msg = err
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("stream error")
+                .to_string();
+            return Err(ProviderError::Server(ServerError {
+                status: 500,
+                message: msg,
+            }));
+        }
+        if let Some(choice) = v.get("choices").and_then(|c| c.get(0)) {
+            let delta = choice.get("delta").cloned().unwrap_or(Value::Null);
+            for key in ["reasoning_content", "reasoning"] {
+                if let Some(r) = delta
+                    .get(key)
+                    .and_then(Value::as_str)
+                    .filter(|s| !s.is_empty())
+                {
+                    self.send(StreamEvent::ReasoningDelta(r.to_string()))?;
+                }
+            }
+            if let Some(t) = delta
+                .get("content")
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+            {
+                self.text(t)?;
+            }
+            if let Some(calls) = delta.get("tool_calls").and_then(Value::as_array) {
+                for (pos, c) in calls.iter().enumerate() {
+                    let index = c.get("index").and_then(Value::as_u64).unwrap_or(pos as u64) as u32;
+                    self.send(StreamEvent::ToolCallDelta(ToolCallDelta {
+                        index,
+                        id: c.get("id").and_then(Value::as_str).map(str::to_string),
+                        name: c
+                            .pointer("/function/name")
+                            .and_then(Value::as_str)
+                            .map(str::to_string),
+                        arguments_delta: c
+                            .pointer("/function/arguments")
+                            .and_then(Value::as_str)
+                            .unwrap_or("")
+                            .to_string(),
+                    }))?;
+                }
+            }
+            if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
+                self.flush_think()?;
+                self.finished = true;
+                self.send(StreamEvent::Finish(match reason {
+                    "stop" => FinishReason::Stop,
+                    "tool_calls" | "function_call" => FinishReason::ToolCalls,
+                    "length" => FinishReason::Length,
+                    "content_filter" => FinishReason::ContentFilter,
+                    _ => FinishReason::Other,
+                }))?;
+            }
+        }
+        if let Some(u) = v.get("usage").filter(|u| !u.is_null()) {
+            let n = |p: &str| u.pointer(p).and_then(Value::as_u64).unwrap_or(0) as u32;
+            self.send(StreamEvent::Usage(Usage {
+                prompt_tokens: n("/prompt_tokens"),
+                completion_tokens: n("/completion_tokens"),
+                cached_tokens: n("/prompt_tokens_details/cached_tokens"),
+                reasoning_tokens: n("/completion_tokens_details/reasoning_tokens"),
+            }))?;
+        }
+        Ok(())
+    }
+
+    fn flush_think(&mut self) -> Result<(), ProviderError> {
+        if let Some((reasoning, piece)) = self.think.finish() {
+            self.send(if reasoning {
+                StreamEvent::ReasoningDelta(piece)
+            } else {
+                StreamEvent::TextDelta(piece)
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Called at end of body: a stream that stopped before any terminal signal
+    /// is an error the engine may retry.
+    pub fn end(&mut self) -> Result<(), ProviderError> {
+        self.flush_think()?;
+        if self.finished || self.done {
+            Ok(())
+        } else {
+            Err(ProviderError::Network(
+                "the stream ended before the response was complete".into(),
+            ))
+        }
+    }
+}
+
+/// Maps an HTTP error status and body to a typed provider error.
+pub fn status_error(status: u16, body: &str, retry_after: Option<&str>) -> ProviderError {
+    let v: Value = serde_json::from_str(body).unwrap_or(Value::Null);
+    let message = v
+        .pointer("/error/message")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .unwrap_or_else(|| body.chars().take(500).collect());
+    let code = v
+        .pointer("/error/code")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let lower = message.to_ascii_lowercase();
+    match status {
+        401 | 403 => ProviderError::Auth(message),
+        429 => ProviderError::RateLimit(RateLimit {
+            message,
+            retry_after_ms: retry_after
+                .and_then(|s| s.trim().parse::<f64>().ok())
+                .map(|secs| (secs * 1000.0) as u64),
+        }),
+        400 | 413
+            if code == "context_length_exceeded"
+                || lower.contains("context length")
+                || lower.contains("maximum context")
+                || lower.contains("too many tokens") =>
+        {
+            ProviderError::ContextLength(message)
+        }
+        400..=499 => ProviderError::BadRequest(format!("HTTP {status}: {message}")),
+        _ => ProviderError::Server(ServerError { status, message }),
+    }
+}
+
+fn http_error(e: HttpError) -> ProviderError {
+    match e {
+        HttpError::Denied(d) => ProviderError::Auth(turnstone_plugin_sdk::describe_denial(&d)),
+        HttpError::InvalidUrl(m) => ProviderError::BadRequest(m),
+        HttpError::Transport(m) => ProviderError::Network(m),
+    }
+}
+
+/// Sends the request and streams its events to the host.
+pub fn complete(req: &CompletionRequest) -> Result<(), ProviderError> {
+    let body = chat_body(req)?;
+    let url = format!("{}/chat/completions", req.base_url.trim_end_matches('/'));
+    let base = Request::post(url, body.to_string())
+        .header("content-type", "application/json")
+        .header("accept", "text/event-stream");
+    // Local servers often run without a key: no granted key, no header.
+    let request = match base.clone().bearer_secret("api_key") {
+        Ok(r) => r,
+        Err(HttpError::Denied(_)) => base,
+        Err(e) => return Err(http_error(e)),
+    };
+    let mut resp = request.send().map_err(http_error)?;
+    if resp.status != 200 {
+        let retry_after = resp.header("retry-after").map(str::to_string);
+        let status = resp.status;
+        let text = resp.text().unwrap_or_default();
+        return Err(status_error(status, &text, retry_after.as_deref()));
+    }
+    let mut sink = |ev: StreamEvent| emit(&ev);
+    let mut parser = ChatStream::new(&mut sink);
+    let mut decoder = SseDecoder::default();
+    while let Some(chunk) = resp.next_chunk().map_err(http_error)? {
+        for data in decoder.push(&chunk) {
+            parser.handle(&data)?;
+        }
+        if parser.done {
+            break;
+        }
+    }
+    for data in decoder.finish() {
+        parser.handle(&data)?;
+    }
+    parser.end()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Default, Debug)]
+    struct Seen {
+        text: String,
+        reasoning: String,
+        args: String,
+        ids: Vec<String>,
+        names: Vec<String>,
+        finish: Vec<FinishReason>,
+        usage: Option<(u32, u32, u32)>,
+        order: Vec<&'static str>,
+    }
+
+    fn run(chunks: &[&str]) -> (Seen, Result<(), ProviderError>) {
+        let mut seen = Seen::default();
+        let mut sink = |ev: StreamEvent| {
+            match ev {
+                StreamEvent::TextDelta(t) => {
+                    seen.text.push_str(&t);
+                    seen.order.push("text");
+                }
+                StreamEvent::ReasoningDelta(t) => {
+                    seen.reasoning.push_str(&t);
+                    seen.order.push("reasoning");
+                }
+                StreamEvent::ToolCallDelta(d) => {
+                    assert_eq!(d.index, 0);
+                    seen.args.push_str(&d.arguments_delta);
+                    seen.ids.extend(d.id);
+                    seen.names.extend(d.name);
+                    seen.order.push("tool");
+                }
+                StreamEvent::Finish(f) => {
+                    seen.finish.push(f);
+                    seen.order.push("finish");
+                }
+                StreamEvent::Usage(u) => {
+                    seen.usage = Some((u.prompt_tokens, u.completion_tokens, u.cached_tokens));
+                    seen.order.push("usage");
+                }
+                _ => seen.order.push("other"),
+            }
+            true
+        };
+        let mut p = ChatStream::new(&mut sink);
+        let mut d = SseDecoder::default();
+        let mut result = Ok(());
+        for c in chunks {
+            for data in d.push(c.as_bytes()) {
+                if result.is_ok() {
+                    result = p.handle(&data);
+                }
+            }
+        }
+        if result.is_ok() {
+            result = p.end();
+        }
+        (seen, result)
+    }
+
+    #[test]
+    fn tool_call_deltas_split_across_chunks_and_usage() {
+        let (seen, r) = run(&[
+            "data: {\"choices\":[{\"delta\":{\"role\":\"assistant\",\"tool_calls\":[{\"index\":0,\"id\":\"call_1\",\"function\":{\"name\":\"get_weather\",\"arguments\":\"\"}}]}}]}\n\n",
+            "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"{\\\"city\\\": \"}}]}}]}\n\ndata: {\"choices\":[{\"del",
+            "ta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"\\\"Paris\\\"}\"}}]},\"finish_reason\":\"tool_calls\"}]}\n\n",
+            "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":12,\"completion_tokens\":7,\"prompt_tokens_details\":{\"cached_tokens\":4}}}\n\ndata: [DONE]\n\n",
+        ]);
+        assert!(r.is_ok(), "{r:?}");
+        assert_eq!(seen.args, "{\"city\": \"Paris\"}");
+        assert_eq!(
+            (seen.ids.as_slice(), seen.names.as_slice()),
+            (
+                &["call_1".to_string()][..],
+                &["get_weather".to_string()][..]
+            )
+        );
+        assert!(matches!(seen.finish.as_slice(), [FinishReason::ToolCalls]));
+        assert_eq!(seen.usage, Some((12, 7, 4)));
+        assert_eq!(seen.order.last(), Some(&"usage"));
+    }
+
+    #[test]
+    fn reasoning_content_and_think_tags() {
+        let (seen, r) = run(&[
+            "data: {\"choices\":[{\"delta\":{\"reasoning_content\":\"hmm \"}}]}\n\n",
+            "data: {\"choices\":[{\"delta\":{\"content\":\"<thi\"}}]}\n\n",
+            "data: {\"choices\":[{\"delta\":{\"content\":\"nk>deep</think>Hello\"}}]}\n\n",
+            "data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n",
+        ]);
+        assert!(r.is_ok());
+        assert_eq!(
+            (seen.reasoning.as_str(), seen.text.as_str()),
+            ("hmm deep", "Hello")
+        );
+        assert_eq!(seen.order, ["reasoning", "reasoning", "text", "finish"]);
+        assert!(matches!(seen.finish.as_slice(), [FinishReason::Stop]));
+    }
+
+    #[test]
+    fn a_stream_without_terminal_signal_is_a_retryable_error() {
+        let (seen, r) = run(&["data: {\"choices\":[{\"delta\":{\"content\":\"Hel\"}}]}\n\n"]);
+        assert_eq!(seen.text, "Hel");
+        assert!(matches!(r, Err(ProviderError::Network(_))));
+        let (_, r) = run(&["data: {\"error\":{\"message\":\"overloaded\"}}\n\n"]);
+        assert!(matches!(r, Err(ProviderError::Server(_))));
+        let (_, r) = run(&["data: {not json\n\n"]);
+        assert!(matches!(r, Err(ProviderError::Network(_))));
+    }
+
+    #[test]
+    fn http_statuses_map_to_typed_errors() {
+        assert!(matches!(
+            status_error(401, "{}", None),
+            ProviderError::Auth(_)
+        ));
+        match status_error(429, r#"{"error":{"message":"slow down"}}"#, Some("2")) {
+            ProviderError::RateLimit(r) => {
+                assert_eq!(
+                    (r.message.as_str(), r.retry_after_ms),
+                    ("slow down", Some(2000))
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            status_error(
+                400,
+                r#"{"error":{"message":"This model's maximum context length is 8192 tokens","code":"context_length_exceeded"}}"#,
+                None
+            ),
+            ProviderError::ContextLength(_)
+        ));
+        assert!(matches!(
+            status_error(400, "bad", None),
+            ProviderError::BadRequest(_)
+        ));
+        assert!(matches!(
+            status_error(503, "down", None),
+            ProviderError::Server(ServerError { status: 503, .. })
+        ));
+    }
+}
