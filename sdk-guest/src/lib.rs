@@ -48,6 +48,7 @@ pub mod host;
 pub mod http;
 pub mod process;
 pub mod provider;
+pub mod sse;
 
 #[doc(hidden)]
 pub mod bindings {

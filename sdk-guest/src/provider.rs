@@ -23,6 +23,9 @@ pub mod bindings {
     });
 }
 
+use crate::http::HttpError;
+use serde_json::Value;
+
 pub use bindings::turnstone::plugin::provider_types::{
     CompletionRequest, ContentPart, FinishReason, Message, ModelCapabilities, ProviderError,
     RateLimit, Role, ServerError, StreamEvent, ToolCall, ToolCallDelta, ToolDefinition, Usage,
@@ -41,6 +44,50 @@ pub trait Provider {
     fn build_request(request: &CompletionRequest) -> Result<String, ProviderError>;
     /// Sends the request and streams events with [`emit`] until the response ends.
     fn complete(request: &CompletionRequest) -> Result<(), ProviderError>;
+}
+
+/// Maps an HTTP error status and body to a typed provider error.
+pub fn status_error(status: u16, body: &str, retry_after: Option<&str>) -> ProviderError {
+    let v: Value = serde_json::from_str(body).unwrap_or(Value::Null);
+    let message = v
+        .pointer("/error/message")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .unwrap_or_else(|| body.chars().take(500).collect());
+    let code = v
+        .pointer("/error/code")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let lower = message.to_ascii_lowercase();
+    match status {
+        401 | 403 => ProviderError::Auth(message),
+        429 => ProviderError::RateLimit(RateLimit {
+            message,
+            retry_after_ms: retry_after
+                .and_then(|s| s.trim().parse::<f64>().ok())
+                .map(|secs| (secs * 1000.0) as u64),
+        }),
+        400 | 413
+            if code == "context_length_exceeded"
+                || lower.contains("context length")
+                || lower.contains("prompt is too long")
+                || lower.contains("maximum context")
+                || lower.contains("too many tokens") =>
+        {
+            ProviderError::ContextLength(message)
+        }
+        400..=499 => ProviderError::BadRequest(format!("HTTP {status}: {message}")),
+        _ => ProviderError::Server(ServerError { status, message }),
+    }
+}
+
+/// Maps an SDK HTTP failure to a typed provider error.
+pub fn http_error(e: HttpError) -> ProviderError {
+    match e {
+        HttpError::Denied(d) => ProviderError::Auth(crate::describe_denial(&d)),
+        HttpError::InvalidUrl(m) => ProviderError::BadRequest(m),
+        HttpError::Transport(m) => ProviderError::Network(m),
+    }
 }
 
 #[doc(hidden)]

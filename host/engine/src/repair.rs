@@ -38,7 +38,7 @@ pub fn repair_orphans(turns: &[Turn]) -> Vec<Turn> {
         }
         for call in &turn.tool_calls {
             if !answered.contains(&call.id.as_str()) {
-                let mut synthetic = Turn::tool_result(call, CANCELLED_UNKNOWN, false);
+                let mut synthetic = Turn::tool_result(call, CANCELLED_UNKNOWN, true);
                 synthetic.meta.effect = Some(EffectStatus::Unknown);
                 out.push(synthetic);
             }

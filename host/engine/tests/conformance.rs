@@ -105,7 +105,8 @@ async fn provider(rt: &Runtime, name: &str) -> LoadedPlugin {
     .unwrap_or_else(|e| panic!("load {name} (run `cargo xtask build-components`): {e}"))
 }
 
-async fn run_lanes(lanes: &[&str], component: &str) -> usize {
+/// `adjust` applies the documented deliberate differences to our body.
+async fn run_lanes(lanes: &[&str], component: &str, adjust: fn(&mut Value)) -> usize {
     let dir = wire_dir();
     let data: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("cases.json")).unwrap()).unwrap();
@@ -128,7 +129,8 @@ async fn run_lanes(lanes: &[&str], component: &str) -> usize {
             .await
             .unwrap()
             .unwrap_or_else(|e| panic!("{}: build-request failed: {e:?}", case["expected"]));
-        let got: Value = serde_json::from_str(&body).unwrap();
+        let mut got: Value = serde_json::from_str(&body).unwrap();
+        adjust(&mut got);
         let name = case["expected"].as_str().unwrap();
         let expected = normalise_expected(
             serde_json::from_str(
@@ -157,6 +159,27 @@ async fn run_lanes(lanes: &[&str], component: &str) -> usize {
 #[tokio::test]
 async fn conformance_openai_chat_and_google_lanes() {
     // No deliberate differences on these lanes.
-    let n = run_lanes(&["openai-chat", "google"], "openai").await;
+    let n = run_lanes(&["openai-chat", "google"], "openai", |_| {}).await;
     assert_eq!(n, 16, "8 fixtures × 2 lanes");
+}
+
+#[tokio::test]
+async fn conformance_anthropic_native_hoist_and_compatible_lanes() {
+    // Deliberate difference: the expected files are the arguments of the SDK's
+    // `messages.stream()` helper, which adds `"stream": true` to the HTTP body
+    // itself. We send raw HTTP, so our body carries it; it is removed here.
+    let n = run_lanes(
+        &["anthropic", "anthropic-compatible"],
+        "anthropic",
+        |body| {
+            let streamed = body.as_object_mut().and_then(|o| o.remove("stream"));
+            assert_eq!(
+                streamed,
+                Some(Value::Bool(true)),
+                "the wire body must ask for a stream"
+            );
+        },
+    )
+    .await;
+    assert_eq!(n, 24, "8 fixtures × (native, hoist, compatible)");
 }

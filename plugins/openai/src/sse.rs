@@ -1,54 +1,6 @@
-//! Server-sent events decoding and `<think>` tag splitting, independent of I/O.
+//! `<think>` tag splitting for models that inline their reasoning.
 
-/// Incremental SSE decoder: feed body chunks, get the `data` payload of each
-/// complete event (multi-line data joined with `\n`; comments and other fields
-/// ignored). Handles `\n`, `\r\n` and events split anywhere across chunks.
-#[derive(Default)]
-pub struct SseDecoder {
-    buf: Vec<u8>,
-    data: Vec<String>,
-}
-
-impl SseDecoder {
-    /// Feeds bytes; returns the events completed by them.
-    pub fn push(&mut self, bytes: &[u8]) -> Vec<String> {
-        self.buf.extend_from_slice(bytes);
-        let mut out = Vec::new();
-        while let Some(nl) = self.buf.iter().position(|&b| b == b'\n') {
-            let mut line: Vec<u8> = self.buf.drain(..=nl).collect();
-            line.pop();
-            if line.last() == Some(&b'\r') {
-                line.pop();
-            }
-            self.line(&String::from_utf8_lossy(&line), &mut out);
-        }
-        out
-    }
-
-    /// Flushes a final event not followed by a blank line.
-    pub fn finish(&mut self) -> Vec<String> {
-        let mut out = Vec::new();
-        if !self.buf.is_empty() {
-            let rest = String::from_utf8_lossy(&std::mem::take(&mut self.buf)).into_owned();
-            self.line(rest.trim_end_matches('\r'), &mut out);
-        }
-        self.line("", &mut out);
-        out
-    }
-
-    fn line(&mut self, line: &str, out: &mut Vec<String>) {
-        if line.is_empty() {
-            if !self.data.is_empty() {
-                out.push(std::mem::take(&mut self.data).join("\n"));
-            }
-            return;
-        }
-        if let Some(rest) = line.strip_prefix("data:") {
-            self.data
-                .push(rest.strip_prefix(' ').unwrap_or(rest).to_string());
-        }
-    }
-}
+pub use turnstone_plugin_sdk::sse::SseDecoder;
 
 /// Splits streamed text into visible text and `<think>…</think>` reasoning,
 /// even when a tag is cut across chunks.
@@ -100,16 +52,6 @@ impl ThinkSplitter {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn events_split_across_chunks_and_crlf() {
-        let mut d = SseDecoder::default();
-        let mut got = d.push(b"data: {\"a\"");
-        got.extend(d.push(b":1}\r\n\r\n: comment\n\ndata: x\ndata: y\n"));
-        got.extend(d.push(b"\ndata: [DONE]"));
-        got.extend(d.finish());
-        assert_eq!(got, ["{\"a\":1}", "x\ny", "[DONE]"]);
-    }
 
     #[test]
     fn think_tags_split_anywhere() {

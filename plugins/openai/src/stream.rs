@@ -5,9 +5,10 @@ use crate::sse::{SseDecoder, ThinkSplitter};
 use serde_json::Value;
 use turnstone_plugin_sdk::http::{HttpError, Request};
 use turnstone_plugin_sdk::provider::{
-    CompletionRequest, FinishReason, ProviderError, RateLimit, ServerError, StreamEvent,
-    ToolCallDelta, Usage, emit,
+    CompletionRequest, FinishReason, ProviderError, ServerError, StreamEvent, ToolCallDelta, Usage,
+    emit,
 };
+use turnstone_plugin_sdk::provider::{http_error, status_error};
 
 /// Parses one stream's events; `sink` returns false to stop.
 pub struct ChatStream<'a> {
@@ -150,48 +151,6 @@ impl<'a> ChatStream<'a> {
                 "the stream ended before the response was complete".into(),
             ))
         }
-    }
-}
-
-/// Maps an HTTP error status and body to a typed provider error.
-pub fn status_error(status: u16, body: &str, retry_after: Option<&str>) -> ProviderError {
-    let v: Value = serde_json::from_str(body).unwrap_or(Value::Null);
-    let message = v
-        .pointer("/error/message")
-        .and_then(Value::as_str)
-        .map(str::to_string)
-        .unwrap_or_else(|| body.chars().take(500).collect());
-    let code = v
-        .pointer("/error/code")
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    let lower = message.to_ascii_lowercase();
-    match status {
-        401 | 403 => ProviderError::Auth(message),
-        429 => ProviderError::RateLimit(RateLimit {
-            message,
-            retry_after_ms: retry_after
-                .and_then(|s| s.trim().parse::<f64>().ok())
-                .map(|secs| (secs * 1000.0) as u64),
-        }),
-        400 | 413
-            if code == "context_length_exceeded"
-                || lower.contains("context length")
-                || lower.contains("maximum context")
-                || lower.contains("too many tokens") =>
-        {
-            ProviderError::ContextLength(message)
-        }
-        400..=499 => ProviderError::BadRequest(format!("HTTP {status}: {message}")),
-        _ => ProviderError::Server(ServerError { status, message }),
-    }
-}
-
-fn http_error(e: HttpError) -> ProviderError {
-    match e {
-        HttpError::Denied(d) => ProviderError::Auth(turnstone_plugin_sdk::describe_denial(&d)),
-        HttpError::InvalidUrl(m) => ProviderError::BadRequest(m),
-        HttpError::Transport(m) => ProviderError::Network(m),
     }
 }
 

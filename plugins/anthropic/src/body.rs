@@ -1,0 +1,305 @@
+//! Messages API request bodies.
+
+use crate::models::{Thinking, lookup};
+use serde_json::{Map, Value, json};
+use turnstone_plugin_sdk::provider::{
+    CompletionRequest, ContentPart, Message, ProviderError, Role,
+};
+
+/// Default output budget when the request sets none.
+pub const DEFAULT_MAX_TOKENS: u32 = 4096;
+
+/// Block types the Messages API accepts back verbatim; anything else in a
+/// stored native lane (e.g. another vendor's reasoning) is rebuilt instead.
+const VALID_BLOCK_TYPES: &[&str] = &[
+    "text",
+    "thinking",
+    "redacted_thinking",
+    "tool_use",
+    "server_tool_use",
+    "web_search_tool_result",
+];
+
+fn bad(msg: impl Into<String>) -> ProviderError {
+    ProviderError::BadRequest(msg.into())
+}
+
+fn text_of(parts: &[ContentPart]) -> String {
+    parts
+        .iter()
+        .filter_map(|p| match p {
+            ContentPart::Text(t) => Some(t.as_str()),
+            ContentPart::Image(_) => None,
+        })
+        .collect()
+}
+
+fn blocks_of(parts: &[ContentPart]) -> Vec<Value> {
+    parts
+        .iter()
+        .map(|p| match p {
+            ContentPart::Text(t) => json!({"type": "text", "text": t}),
+            ContentPart::Image(img) => json!({
+                "type": "image",
+                "source": {"type": "base64", "media_type": img.media_type, "data": img.data_base64},
+            }),
+        })
+        .collect()
+}
+
+/// One outgoing message while grouping.
+struct Out {
+    role: &'static str,
+    blocks: Vec<Value>,
+    /// A lone plain-text user/system message is sent as a string.
+    plain: Option<String>,
+}
+
+fn push(out: &mut Vec<Out>, role: &'static str, blocks: Vec<Value>, plain: Option<String>) {
+    if let Some(last) = out.last_mut()
+        && last.role == role
+        && role != "system"
+    {
+        // Roles must alternate: merge into the previous message.
+        if let Some(text) = last.plain.take() {
+            last.blocks = vec![json!({"type": "text", "text": text})];
+        }
+        last.blocks.extend(blocks);
+        if let Some(text) = plain {
+            last.blocks.push(json!({"type": "text", "text": text}));
+        }
+        return;
+    }
+    out.push(Out {
+        role,
+        blocks,
+        plain,
+    });
+}
+
+fn native_blocks(m: &Message) -> Option<Vec<Value>> {
+    let blocks: Vec<Value> = serde_json::from_str(m.provider_data.as_deref()?).ok()?;
+    let valid = !blocks.is_empty()
+        && blocks.iter().all(|b| {
+            b.get("type")
+                .and_then(Value::as_str)
+                .is_some_and(|t| VALID_BLOCK_TYPES.contains(&t))
+        });
+    valid.then_some(blocks)
+}
+
+fn assistant_blocks(m: &Message, replay: bool) -> Vec<Value> {
+    if replay && let Some(blocks) = native_blocks(m) {
+        return blocks;
+    }
+    let mut blocks = Vec::new();
+    let text = text_of(&m.content);
+    if !text.is_empty() {
+        blocks.push(json!({"type": "text", "text": text}));
+    }
+    for c in &m.tool_calls {
+        let input: Value = serde_json::from_str(&c.arguments)
+            .ok()
+            .filter(Value::is_object)
+            .unwrap_or_else(|| json!({}));
+        blocks.push(json!({"type": "tool_use", "id": c.id, "name": c.name, "input": input}));
+    }
+    blocks
+}
+
+/// The Messages API request body.
+pub fn messages_body(req: &CompletionRequest) -> Result<Value, ProviderError> {
+    if req.model.is_empty() {
+        return Err(bad("no model given"));
+    }
+    let overrides = match &req.capabilities {
+        None => None,
+        Some(text) => match serde_json::from_str::<Value>(text) {
+            Ok(Value::Object(m)) => Some(m),
+            _ => return Err(bad("capabilities must be a JSON object")),
+        },
+    };
+    let profile = lookup(&req.model, &req.provider, overrides.as_ref());
+    let replay = req.replay_reasoning && profile.reasoning_replay;
+
+    let mut system = Vec::new();
+    let mut out: Vec<Out> = Vec::new();
+    for m in &req.messages {
+        match m.role {
+            Role::System => {
+                let text = text_of(&m.content);
+                // A leading system prompt always goes to `system`; later ones stay
+                // inline only for models that accept mid-conversation system turns.
+                if profile.inline_system && !out.is_empty() {
+                    push(&mut out, "system", Vec::new(), Some(text));
+                } else {
+                    system.push(text);
+                }
+            }
+            Role::User => {
+                let plain = match m.content.as_slice() {
+                    [ContentPart::Text(t)] => Some(t.clone()),
+                    _ => None,
+                };
+                let blocks = if plain.is_some() {
+                    Vec::new()
+                } else {
+                    blocks_of(&m.content)
+                };
+                push(&mut out, "user", blocks, plain);
+            }
+            Role::Assistant => {
+                let blocks = assistant_blocks(m, replay);
+                if !blocks.is_empty() {
+                    push(&mut out, "assistant", blocks, None);
+                }
+            }
+            Role::Tool => {
+                let mut block = json!({
+                    "type": "tool_result",
+                    "tool_use_id": m.tool_call_id.clone().unwrap_or_default(),
+                    "content": text_of(&m.content),
+                });
+                if m.is_error {
+                    block["is_error"] = json!(true);
+                }
+                push(&mut out, "user", vec![block], None);
+            }
+        }
+    }
+    let messages: Vec<Value> = out
+        .into_iter()
+        .map(|o| match o.plain {
+            Some(text) => json!({"role": o.role, "content": text}),
+            None => json!({"role": o.role, "content": o.blocks}),
+        })
+        .collect();
+
+    let mut body = Map::new();
+    body.insert("model".into(), json!(req.model));
+    body.insert("messages".into(), Value::Array(messages));
+    body.insert(
+        "max_tokens".into(),
+        json!(req.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS)),
+    );
+    body.insert("stream".into(), json!(true));
+    // Automatic prompt caching: the API places the breakpoint on the last block.
+    body.insert("cache_control".into(), json!({"type": "ephemeral"}));
+    if !system.is_empty() {
+        body.insert("system".into(), json!(system.join("\n\n")));
+    }
+    if !req.tools.is_empty() {
+        let mut tools = Vec::with_capacity(req.tools.len());
+        for t in &req.tools {
+            let schema: Value = serde_json::from_str(&t.parameters)
+                .map_err(|e| bad(format!("tool {} parameters are not JSON: {e}", t.name)))?;
+            tools.push(
+                json!({"name": t.name, "description": t.description, "input_schema": schema}),
+            );
+        }
+        body.insert("tools".into(), Value::Array(tools));
+    }
+    match &profile.thinking {
+        Thinking::None => {}
+        Thinking::Native(v) => {
+            body.insert("thinking".into(), v.clone());
+        }
+        Thinking::TemplateFlag(param) => {
+            let mut kwargs = Map::new();
+            kwargs.insert(param.clone(), json!(true));
+            if let Some(e) = &req.reasoning_effort {
+                kwargs.insert("reasoning_effort".into(), json!(e));
+            }
+            body.insert("chat_template_kwargs".into(), Value::Object(kwargs));
+        }
+    }
+    let temperature = req.temperature.or(profile.default_temperature);
+    if let Some(t) = temperature
+        && profile.supports_temperature
+    {
+        body.insert("temperature".into(), json!(t));
+    }
+    if let Some(extra) = &req.extra {
+        match serde_json::from_str::<Value>(extra) {
+            Ok(Value::Object(m)) => body.extend(m),
+            _ => return Err(bad("extra must be a JSON object")),
+        }
+    }
+    Ok(Value::Object(body))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use turnstone_plugin_sdk::provider::ToolCall;
+
+    fn msg(role: Role, text: &str) -> Message {
+        Message {
+            role,
+            content: vec![ContentPart::Text(text.into())],
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+            tool_name: None,
+            is_error: false,
+            reasoning: None,
+            provider_data: None,
+            source: None,
+        }
+    }
+
+    fn req(model: &str, messages: Vec<Message>) -> CompletionRequest {
+        CompletionRequest {
+            provider: "anthropic".into(),
+            base_url: String::new(),
+            model: model.into(),
+            messages,
+            tools: Vec::new(),
+            temperature: None,
+            max_tokens: None,
+            reasoning_effort: None,
+            replay_reasoning: false,
+            capabilities: None,
+            extra: None,
+        }
+    }
+
+    #[test]
+    fn roles_alternate_by_merging_and_leading_system_is_hoisted() {
+        let mut assistant = msg(Role::Assistant, "");
+        assistant.tool_calls = vec![ToolCall {
+            id: "c1".into(),
+            name: "t".into(),
+            arguments: "not json".into(),
+        }];
+        let mut tool = msg(Role::Tool, "out");
+        tool.tool_call_id = Some("c1".into());
+        tool.is_error = true;
+        let body = messages_body(&req(
+            "claude-opus-4-8",
+            vec![
+                msg(Role::System, "be brief"),
+                msg(Role::User, "a"),
+                msg(Role::User, "b"),
+                assistant,
+                tool,
+                msg(Role::User, "c"),
+            ],
+        ))
+        .unwrap();
+        assert_eq!(body["system"], "be brief");
+        let m = body["messages"].as_array().unwrap();
+        assert_eq!(m.len(), 3);
+        assert_eq!(
+            m[0]["content"],
+            json!([{"type": "text", "text": "a"}, {"type": "text", "text": "b"}])
+        );
+        assert_eq!(
+            m[1]["content"][0]["input"],
+            json!({}),
+            "unparsable arguments become an empty input"
+        );
+        assert_eq!(m[2]["content"][0]["is_error"], true);
+        assert_eq!(m[2]["content"][1], json!({"type": "text", "text": "c"}));
+        assert!(messages_body(&req("", vec![])).is_err());
+    }
+}
