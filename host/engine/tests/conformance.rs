@@ -47,7 +47,7 @@ fn normalise_expected(mut v: Value) -> Value {
 
 fn request(case: &Value, fixture: &Value, data: &Value) -> wit::CompletionRequest {
     let provider = match case["lane"].as_str().unwrap() {
-        "openai-chat" => "openai",
+        "openai-chat" | "openai-responses" => "openai",
         other => other,
     };
     let turns: Vec<Turn> = fixture["messages"]
@@ -161,6 +161,14 @@ async fn conformance_openai_chat_and_google_lanes() {
     // No deliberate differences on these lanes.
     let n = run_lanes(&["openai-chat", "google"], "openai", |_| {}).await;
     assert_eq!(n, 16, "8 fixtures × 2 lanes");
+}
+
+#[tokio::test]
+async fn conformance_openai_responses_lane() {
+    // The `openai` component picks the Responses API for commercial reasoning
+    // models (gpt-5*, o-series); no deliberate differences.
+    let n = run_lanes(&["openai-responses"], "openai", |_| {}).await;
+    assert_eq!(n, 11, "8 fixtures + 2 max-effort + 1 verbosity/pro");
 }
 
 #[tokio::test]

@@ -112,6 +112,31 @@ fn overrides(req: &CompletionRequest) -> Result<Map<String, Value>, ProviderErro
     }
 }
 
+/// Which API a request goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Api {
+    /// `/chat/completions`.
+    Chat,
+    /// `/responses`.
+    Responses,
+}
+
+/// The body for whichever API serves `req`.
+pub fn request_body(req: &CompletionRequest) -> Result<(Api, Value), ProviderError> {
+    let caps = overrides(req)?;
+    if crate::responses::uses_responses(req, &caps) {
+        if req.model.is_empty() {
+            return Err(bad("no model given"));
+        }
+        Ok((
+            Api::Responses,
+            crate::responses::responses_body(req, &caps)?,
+        ))
+    } else {
+        Ok((Api::Chat, chat_body(req)?))
+    }
+}
+
 /// The Chat Completions request body.
 pub fn chat_body(req: &CompletionRequest) -> Result<Value, ProviderError> {
     if req.model.is_empty() {

@@ -3,6 +3,7 @@
 //! and `google` (Gemini's OpenAI endpoint) flavours.
 
 pub mod body;
+pub mod responses;
 pub mod sse;
 pub mod stream;
 
@@ -19,7 +20,7 @@ impl Provider for OpenAi {
     }
 
     fn build_request(request: &CompletionRequest) -> Result<String, ProviderError> {
-        body::chat_body(request).map(|v| v.to_string())
+        body::request_body(request).map(|(_, v)| v.to_string())
     }
 
     fn complete(request: &CompletionRequest) -> Result<(), ProviderError> {

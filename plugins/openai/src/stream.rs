@@ -1,6 +1,7 @@
 //! Sending a Chat Completions request and turning its SSE stream into events.
 
-use crate::body::chat_body;
+use crate::body::{Api, request_body};
+use crate::responses::ResponsesStream;
 use crate::sse::{SseDecoder, ThinkSplitter};
 use serde_json::Value;
 use turnstone_plugin_sdk::http::{HttpError, Request};
@@ -156,8 +157,12 @@ impl<'a> ChatStream<'a> {
 
 /// Sends the request and streams its events to the host.
 pub fn complete(req: &CompletionRequest) -> Result<(), ProviderError> {
-    let body = chat_body(req)?;
-    let url = format!("{}/chat/completions", req.base_url.trim_end_matches('/'));
+    let (api, body) = request_body(req)?;
+    let path = match api {
+        Api::Chat => "chat/completions",
+        Api::Responses => "responses",
+    };
+    let url = format!("{}/{path}", req.base_url.trim_end_matches('/'));
     let base = Request::post(url, body.to_string())
         .header("content-type", "application/json")
         .header("accept", "text/event-stream");
@@ -175,20 +180,39 @@ pub fn complete(req: &CompletionRequest) -> Result<(), ProviderError> {
         return Err(status_error(status, &text, retry_after.as_deref()));
     }
     let mut sink = |ev: StreamEvent| emit(&ev);
-    let mut parser = ChatStream::new(&mut sink);
     let mut decoder = SseDecoder::default();
-    while let Some(chunk) = resp.next_chunk().map_err(http_error)? {
-        for data in decoder.push(&chunk) {
-            parser.handle(&data)?;
+    match api {
+        Api::Chat => {
+            let mut parser = ChatStream::new(&mut sink);
+            while let Some(chunk) = resp.next_chunk().map_err(http_error)? {
+                for data in decoder.push(&chunk) {
+                    parser.handle(&data)?;
+                }
+                if parser.done {
+                    break;
+                }
+            }
+            for data in decoder.finish() {
+                parser.handle(&data)?;
+            }
+            parser.end()
         }
-        if parser.done {
-            break;
+        Api::Responses => {
+            let mut parser = ResponsesStream::new(&mut sink);
+            while let Some(chunk) = resp.next_chunk().map_err(http_error)? {
+                for data in decoder.push(&chunk) {
+                    parser.handle(&data)?;
+                }
+                if parser.finished {
+                    break;
+                }
+            }
+            for data in decoder.finish() {
+                parser.handle(&data)?;
+            }
+            parser.end()
         }
     }
-    for data in decoder.finish() {
-        parser.handle(&data)?;
-    }
-    parser.end()
 }
 
 #[cfg(test)]

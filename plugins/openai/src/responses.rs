@@ -1,0 +1,350 @@
+//! The Responses API lane (commercial OpenAI reasoning models): request body and
+//! SSE stream.
+
+use crate::body::DEFAULT_MAX_TOKENS;
+use serde_json::{Map, Value, json};
+use turnstone_plugin_sdk::provider::{
+    CompletionRequest, ContentPart, FinishReason, ProviderError, Role, ServerError, StreamEvent,
+    ToolCallDelta, Usage,
+};
+
+/// Whether `model` (or an `api` override) uses the Responses API.
+pub fn uses_responses(req: &CompletionRequest, caps: &Map<String, Value>) -> bool {
+    match caps.get("api").and_then(Value::as_str) {
+        Some("responses") => return true,
+        Some("chat") => return false,
+        _ => {}
+    }
+    if req.provider != "openai" {
+        return false;
+    }
+    let m = req.model.to_ascii_lowercase();
+    m.starts_with("gpt-5") || m.starts_with("o1") || m.starts_with("o3") || m.starts_with("o4")
+}
+
+fn text_of(parts: &[ContentPart]) -> String {
+    parts
+        .iter()
+        .filter_map(|p| match p {
+            ContentPart::Text(t) => Some(t.as_str()),
+            ContentPart::Image(_) => None,
+        })
+        .collect()
+}
+
+/// GPT-5.6 and later use prompt_cache_options; earlier GPT-5 models the 24 h retention.
+fn cache_params(model: &str) -> (&'static str, Value) {
+    let m = model.to_ascii_lowercase();
+    let newer = m
+        .strip_prefix("gpt-5.")
+        .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|minor| minor.parse::<u32>().ok())
+        .is_some_and(|minor| minor >= 6);
+    if newer {
+        ("prompt_cache_options", json!({"ttl": "30m"}))
+    } else {
+        ("prompt_cache_retention", json!("24h"))
+    }
+}
+
+/// The Responses request body.
+pub fn responses_body(
+    req: &CompletionRequest,
+    caps: &Map<String, Value>,
+) -> Result<Value, ProviderError> {
+    let mut instructions = Vec::new();
+    let mut input = Vec::new();
+    for m in &req.messages {
+        match m.role {
+            Role::System => instructions.push(text_of(&m.content)),
+            Role::User => {
+                let content = if m.content.iter().all(|p| matches!(p, ContentPart::Text(_))) {
+                    json!(text_of(&m.content))
+                } else {
+                    Value::Array(
+                        m.content
+                            .iter()
+                            .map(|p| match p {
+                                ContentPart::Text(t) => json!({"type": "input_text", "text": t}),
+                                ContentPart::Image(i) => json!({
+                                    "type": "input_image",
+                                    "image_url": format!("data:{};base64,{}", i.media_type, i.data_base64),
+                                }),
+                            })
+                            .collect(),
+                    )
+                };
+                input.push(json!({"type": "message", "role": "user", "content": content}));
+            }
+            Role::Assistant => {
+                // This lane's own reasoning items (encrypted) replay before the turn.
+                if let Some(items) = m
+                    .provider_data
+                    .as_deref()
+                    .and_then(|d| serde_json::from_str::<Vec<Value>>(d).ok())
+                {
+                    input.extend(items.into_iter().filter(|i| i["type"] == "reasoning"));
+                }
+                let text = text_of(&m.content);
+                if !text.is_empty() {
+                    input.push(json!({"type": "message", "role": "assistant", "content": text}));
+                }
+                for c in &m.tool_calls {
+                    input.push(json!({
+                        "type": "function_call", "call_id": c.id, "name": c.name, "arguments": c.arguments,
+                    }));
+                }
+            }
+            Role::Tool => input.push(json!({
+                "type": "function_call_output",
+                "call_id": m.tool_call_id.clone().unwrap_or_default(),
+                "output": text_of(&m.content),
+            })),
+        }
+    }
+    let mut body = Map::new();
+    body.insert("model".into(), json!(req.model));
+    body.insert("input".into(), Value::Array(input));
+    body.insert("stream".into(), json!(true));
+    // Stateless: reasoning comes back encrypted so it can be replayed.
+    body.insert("store".into(), json!(false));
+    body.insert("include".into(), json!(["reasoning.encrypted_content"]));
+    body.insert(
+        "max_output_tokens".into(),
+        json!(req.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS)),
+    );
+    let (cache_key, cache_value) = cache_params(&req.model);
+    body.insert(cache_key.into(), cache_value);
+    if !instructions.is_empty() {
+        body.insert("instructions".into(), json!(instructions.join("\n\n")));
+    }
+    let mut reasoning = Map::new();
+    if let Some(e) = &req.reasoning_effort {
+        reasoning.insert("effort".into(), json!(e));
+    }
+    if let Some(mode) = caps.get("reasoning_mode").and_then(Value::as_str) {
+        reasoning.insert("mode".into(), json!(mode));
+    }
+    if !reasoning.is_empty() {
+        body.insert("reasoning".into(), Value::Object(reasoning));
+    }
+    if let Some(v) = caps.get("verbosity").and_then(Value::as_str) {
+        body.insert("text".into(), json!({"verbosity": v}));
+    }
+    if !req.tools.is_empty() {
+        let mut tools = Vec::with_capacity(req.tools.len());
+        for t in &req.tools {
+            let params: Value = serde_json::from_str(&t.parameters).map_err(|e| {
+                ProviderError::BadRequest(format!("tool {} parameters are not JSON: {e}", t.name))
+            })?;
+            tools.push(json!({
+                "type": "function", "name": t.name, "description": t.description,
+                "parameters": params, "strict": false,
+            }));
+        }
+        body.insert("tools".into(), Value::Array(tools));
+    }
+    Ok(Value::Object(body))
+}
+
+/// Parses one Responses stream.
+pub struct ResponsesStream<'a> {
+    sink: &'a mut dyn FnMut(StreamEvent) -> bool,
+    calls: Vec<u32>,
+    reasoning_items: Vec<Value>,
+    /// A terminal event arrived.
+    pub finished: bool,
+}
+
+impl<'a> ResponsesStream<'a> {
+    /// A parser emitting into `sink`.
+    pub fn new(sink: &'a mut dyn FnMut(StreamEvent) -> bool) -> Self {
+        Self {
+            sink,
+            calls: Vec::new(),
+            reasoning_items: Vec::new(),
+            finished: false,
+        }
+    }
+
+    fn send(&mut self, ev: StreamEvent) -> Result<(), ProviderError> {
+        if (self.sink)(ev) {
+            Ok(())
+        } else {
+            Err(ProviderError::Cancelled)
+        }
+    }
+
+    fn ordinal(&mut self, output_index: u32) -> u32 {
+        match self.calls.iter().position(|&i| i == output_index) {
+            Some(p) => p as u32,
+            None => {
+                self.calls.push(output_index);
+                (self.calls.len() - 1) as u32
+            }
+        }
+    }
+
+    /// Handles one SSE `data` payload.
+    pub fn handle(&mut self, data: &str) -> Result<(), ProviderError> {
+        let v: Value = serde_json::from_str(data)
+            .map_err(|e| ProviderError::Network(format!("malformed stream event: {e}")))?;
+        let s = |p: &str| {
+            v.pointer(p)
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        };
+        let output_index = v.get("output_index").and_then(Value::as_u64).unwrap_or(0) as u32;
+        match v.get("type").and_then(Value::as_str).unwrap_or("") {
+            "response.output_text.delta" => self.send(StreamEvent::TextDelta(s("/delta")))?,
+            "response.reasoning_text.delta" | "response.reasoning_summary_text.delta" => {
+                self.send(StreamEvent::ReasoningDelta(s("/delta")))?
+            }
+            "response.output_item.added"
+                if v.pointer("/item/type") == Some(&json!("function_call")) =>
+            {
+                let index = self.ordinal(output_index);
+                self.send(StreamEvent::ToolCallDelta(ToolCallDelta {
+                    index,
+                    id: Some(s("/item/call_id")),
+                    name: Some(s("/item/name")),
+                    arguments_delta: s("/item/arguments"),
+                }))?;
+            }
+            "response.function_call_arguments.delta" => {
+                let index = self.ordinal(output_index);
+                self.send(StreamEvent::ToolCallDelta(ToolCallDelta {
+                    index,
+                    id: None,
+                    name: None,
+                    arguments_delta: s("/delta"),
+                }))?;
+            }
+            "response.output_item.done" if v.pointer("/item/type") == Some(&json!("reasoning")) => {
+                if let Some(item) = v.get("item") {
+                    self.reasoning_items.push(item.clone());
+                }
+            }
+            kind @ ("response.completed" | "response.incomplete") => {
+                self.finished = true;
+                let reason = if kind == "response.incomplete" {
+                    match s("/response/incomplete_details/reason").as_str() {
+                        "content_filter" => FinishReason::ContentFilter,
+                        _ => FinishReason::Length,
+                    }
+                } else if self.calls.is_empty() {
+                    FinishReason::Stop
+                } else {
+                    FinishReason::ToolCalls
+                };
+                self.send(StreamEvent::Finish(reason))?;
+                let n = |p: &str| v.pointer(p).and_then(Value::as_u64).unwrap_or(0) as u32;
+                self.send(StreamEvent::Usage(Usage {
+                    prompt_tokens: n("/response/usage/input_tokens"),
+                    completion_tokens: n("/response/usage/output_tokens"),
+                    cached_tokens: n("/response/usage/input_tokens_details/cached_tokens"),
+                    reasoning_tokens: n("/response/usage/output_tokens_details/reasoning_tokens"),
+                }))?;
+                if !self.reasoning_items.is_empty() {
+                    let items = json!(self.reasoning_items).to_string();
+                    self.send(StreamEvent::ProviderBlock(items))?;
+                }
+            }
+            "response.failed" | "error" => {
+                let message = v
+                    .pointer("/response/error/message")
+                    .or_else(|| v.pointer("/message"))
+                    .or_else(|| v.pointer("/error/message"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("the response failed")
+                    .to_string();
+                return Err(ProviderError::Server(ServerError {
+                    status: 500,
+                    message,
+                }));
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// End of body: without a terminal event the response is incomplete (retryable).
+    pub fn end(&self) -> Result<(), ProviderError> {
+        if self.finished {
+            Ok(())
+        } else {
+            Err(ProviderError::Network(
+                "the stream ended before response.completed".into(),
+            ))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn function_calls_reasoning_and_usage() {
+        let mut args = String::new();
+        let mut kinds = Vec::new();
+        let mut native = None;
+        let mut sink = |ev: StreamEvent| {
+            match ev {
+                StreamEvent::ToolCallDelta(d) => {
+                    args.push_str(&d.arguments_delta);
+                    kinds.push(format!("tool{}", d.index));
+                }
+                StreamEvent::TextDelta(t) => kinds.push(format!("text:{t}")),
+                StreamEvent::Finish(f) => kinds.push(format!(
+                    "tools_finish:{}",
+                    matches!(f, FinishReason::ToolCalls)
+                )),
+                StreamEvent::Usage(u) => kinds.push(format!(
+                    "usage:{}/{}/{}",
+                    u.prompt_tokens, u.completion_tokens, u.reasoning_tokens
+                )),
+                StreamEvent::ProviderBlock(b) => native = Some(b),
+                _ => kinds.push("other".into()),
+            }
+            true
+        };
+        let mut p = ResponsesStream::new(&mut sink);
+        for e in [
+            json!({"type": "response.output_item.done", "output_index": 0, "item": {"type": "reasoning", "encrypted_content": "gAAA"}}),
+            json!({"type": "response.output_text.delta", "output_index": 1, "delta": "Checking"}),
+            json!({"type": "response.output_item.added", "output_index": 2, "item": {"type": "function_call", "call_id": "call_9", "name": "get_weather", "arguments": ""}}),
+            json!({"type": "response.function_call_arguments.delta", "output_index": 2, "delta": "{\"city\":"}),
+            json!({"type": "response.function_call_arguments.delta", "output_index": 2, "delta": "\"Oslo\"}"}),
+            json!({"type": "response.completed", "response": {"usage": {"input_tokens": 5, "output_tokens": 9, "output_tokens_details": {"reasoning_tokens": 3}}}}),
+        ] {
+            p.handle(&e.to_string()).unwrap();
+        }
+        assert!(p.end().is_ok());
+        assert_eq!(args, "{\"city\":\"Oslo\"}");
+        assert_eq!(
+            kinds,
+            [
+                "text:Checking",
+                "tool0",
+                "tool0",
+                "tool0",
+                "tools_finish:true",
+                "usage:5/9/3"
+            ]
+        );
+        assert!(native.unwrap().contains("gAAA"));
+    }
+
+    #[test]
+    fn failures_and_truncation() {
+        let mut sink = |_ev: StreamEvent| true;
+        let mut p = ResponsesStream::new(&mut sink);
+        let r = p.handle(r#"{"type":"response.failed","response":{"error":{"message":"boom"}}}"#);
+        assert!(
+            matches!(r, Err(ProviderError::Server(ServerError { ref message, .. })) if message == "boom")
+        );
+        assert!(p.end().is_err());
+    }
+}
