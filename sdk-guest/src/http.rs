@@ -99,6 +99,18 @@ impl Request {
         })?;
         let (scheme, authority, path) = split_url(&self.url)?;
         let headers = Fields::new();
+        // A known body goes out with Content-Length, not chunked: some servers
+        // (several LLM servers among them) refuse chunked request bodies.
+        let length = self.body.as_ref().map(|b| b.len().to_string());
+        let has_length = self
+            .headers
+            .iter()
+            .any(|(k, _)| k.eq_ignore_ascii_case("content-length"));
+        if let (Some(len), false) = (&length, has_length) {
+            headers
+                .append("content-length", len.as_bytes())
+                .map_err(|e| HttpError::InvalidUrl(format!("content-length: {e:?}")))?;
+        }
         for (k, v) in &self.headers {
             headers
                 .append(k, v.as_bytes())

@@ -211,10 +211,13 @@ impl LoadedPlugin {
     }
 
     /// Streams one completion from a provider plugin into `events`.
+    /// `secrets` supplies per-call values (the alias's `api_key`); the plugin must
+    /// still be granted the secret name and the host.
     pub async fn provider_complete(
         &self,
         request: &ptypes::CompletionRequest,
         events: Arc<dyn ProviderEventSink>,
+        secrets: Option<Arc<dyn crate::plugin::SecretSource>>,
         cancel: Option<&CancellationToken>,
     ) -> Result<Result<(), ptypes::ProviderError>, CallError> {
         let InstancePre::Provider(pre) = &self.pre else {
@@ -222,6 +225,9 @@ impl LoadedPlugin {
         };
         self.run(Arc::new(NullSink), cancel, async |store| {
             store.data_mut().provider_sink = Some(events);
+            if let Some(s) = secrets {
+                store.data_mut().set_call_secrets(s);
+            }
             let inst = pre.instantiate_async(&mut *store).await?;
             inst.turnstone_plugin_provider()
                 .call_complete(&mut *store, request)

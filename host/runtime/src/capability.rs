@@ -5,6 +5,11 @@ use serde::{Deserialize, Serialize};
 use std::path::{Component, Path, PathBuf};
 use thiserror::Error;
 
+/// Manifest-only `http` entry of provider and channel plugins: "whatever host
+/// the operator configures for me". It never matches by itself; the operator's
+/// concrete grant (e.g. a model alias's base URL host) decides.
+pub const CONFIGURED_HOSTS: &str = "<configured>";
+
 /// Access mode of a filesystem grant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -85,7 +90,16 @@ impl Capabilities {
     /// Rejects footgun forms at parse time (an empty allowlist denies everything;
     /// a `*` never means "everything").
     pub fn validate(&self) -> Result<(), CapabilityParseError> {
+        self.validate_with(false)
+    }
+
+    /// Like [`Capabilities::validate`]; `allow_configured` permits the
+    /// [`CONFIGURED_HOSTS`] request form (provider and channel manifests only).
+    pub fn validate_with(&self, allow_configured: bool) -> Result<(), CapabilityParseError> {
         for h in &self.http {
+            if allow_configured && h == CONFIGURED_HOSTS {
+                continue;
+            }
             HostPattern::parse(h)?;
         }
         for g in &self.filesystem {
@@ -178,7 +192,15 @@ impl HostPattern {
             Some(rest) => (rest.to_string(), true),
             None => (host.to_string(), false),
         };
-        if host.is_empty() || host.contains('*') {
+        let host_chars_ok = if host.starts_with('[') {
+            host[1..host.len() - 1]
+                .chars()
+                .all(|c| c.is_ascii_hexdigit() || c == ':' || c == '.')
+        } else {
+            host.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.')
+        };
+        if host.is_empty() || !host_chars_ok {
             return Err(bad());
         }
         Ok(Self {
@@ -358,7 +380,9 @@ impl EffectiveCapabilities {
                 .filter_map(|p| HostPattern::parse(p).ok())
                 .any(|p| p.matches(host, port))
         };
-        if allowed(&self.requested.http) && allowed(&self.granted.http) {
+        let requested = allowed(&self.requested.http)
+            || self.requested.http.iter().any(|h| h == CONFIGURED_HOSTS);
+        if requested && allowed(&self.granted.http) {
             Ok(())
         } else {
             let value = if matches!(port, 80 | 443) {
@@ -468,6 +492,8 @@ mod tests {
         assert!(HostPattern::parse("*").is_err());
         assert!(HostPattern::parse("").is_err());
         assert!(HostPattern::parse("a.com/path").is_err());
+        assert!(HostPattern::parse("<configured>").is_err());
+        assert!(HostPattern::parse("a b.com").is_err());
         let bad_path = Capabilities {
             filesystem: vec![FsGrant {
                 path: "../etc".into(),
@@ -530,6 +556,21 @@ mod tests {
         let (none, _) =
             EffectiveCapabilities::new("p", &req, &Capabilities::default(), Some(ws.path()));
         assert!(none.dirs().is_empty());
+    }
+
+    #[test]
+    fn configured_hosts_defer_to_the_concrete_grant() {
+        let req = caps_http(&[CONFIGURED_HOSTS]);
+        assert!(req.validate().is_err(), "not allowed in grants");
+        assert!(req.validate_with(true).is_ok());
+        let (eff, _) = EffectiveCapabilities::new("p", &req, &caps_http(&["127.0.0.1:8000"]), None);
+        assert!(eff.check_http("127.0.0.1", 8000).is_ok());
+        assert!(eff.check_http("127.0.0.1", 8001).is_err());
+        let (none, _) = EffectiveCapabilities::new("p", &req, &Capabilities::default(), None);
+        assert!(
+            none.check_http("127.0.0.1", 8000).is_err(),
+            "nothing without a grant"
+        );
     }
 
     #[test]

@@ -177,9 +177,10 @@ impl Manifest {
                 "component {c:?} must be a file name next to plugin.toml"
             )));
         }
+        let allow_configured = matches!(info.kind, PluginKind::Provider | PluginKind::Channel);
         manifest
             .capabilities
-            .validate()
+            .validate_with(allow_configured)
             .map_err(|source| ManifestError::Capabilities {
                 path: path.to_path_buf(),
                 source,

@@ -130,6 +130,11 @@ impl HostState {
         })
     }
 
+    /// Secret values for this call only (e.g. the model alias's API key).
+    pub(crate) fn set_call_secrets(&mut self, secrets: Arc<dyn crate::plugin::SecretSource>) {
+        self.hooks.call_secrets = Some(secrets);
+    }
+
     pub(crate) fn table(&mut self) -> &mut ResourceTable {
         &mut self.table
     }

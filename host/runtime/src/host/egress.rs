@@ -3,7 +3,7 @@
 //! any DNS lookup or connection (fail-closed) and substitutes secret references
 //! in headers, so the secret never enters the guest.
 
-use crate::plugin::PluginContext;
+use crate::plugin::{PluginContext, SecretSource};
 use http::HeaderValue;
 use std::sync::Arc;
 use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpHooks};
@@ -20,16 +20,26 @@ pub fn secret_token(name: &str) -> String {
 /// Per-store `wasi:http` hooks.
 pub struct EgressHooks {
     plugin: Arc<PluginContext>,
+    /// Per-call secret values (e.g. the API key of the model alias in use);
+    /// consulted before the plugin's own secret source.
+    pub(crate) call_secrets: Option<Arc<dyn SecretSource>>,
 }
 
 impl EgressHooks {
     pub(crate) fn new(plugin: Arc<PluginContext>) -> Self {
-        Self { plugin }
+        Self {
+            plugin,
+            call_secrets: None,
+        }
     }
 }
 
 /// Replaces every secret token in `value`. Fails on an ungranted or unknown secret.
-fn substitute(plugin: &PluginContext, value: &str) -> Result<Option<String>, String> {
+fn substitute(
+    plugin: &PluginContext,
+    call_secrets: Option<&Arc<dyn SecretSource>>,
+    value: &str,
+) -> Result<Option<String>, String> {
     if !value.contains(SECRET_PREFIX) {
         return Ok(None);
     }
@@ -43,9 +53,9 @@ fn substitute(plugin: &PluginContext, value: &str) -> Result<Option<String>, Str
             .ok_or_else(|| "unterminated secret reference".to_string())?;
         let name = &after[..end];
         plugin.caps.check_secret(name).map_err(|d| d.to_string())?;
-        let secret = plugin
-            .secrets
-            .secret(name)
+        let secret = call_secrets
+            .and_then(|s| s.secret(name))
+            .or_else(|| plugin.secrets.secret(name))
             .ok_or_else(|| format!("secret {name} is granted but not set on the host"))?;
         out.push_str(&secret);
         rest = &after[end + SECRET_SUFFIX.len()..];
@@ -84,7 +94,7 @@ impl WasiHttpHooks for EgressHooks {
         let decision = decision.and_then(|()| {
             for value in request.headers_mut().values_mut() {
                 let Ok(text) = value.to_str() else { continue };
-                if let Some(new) = substitute(&plugin, text)? {
+                if let Some(new) = substitute(&plugin, self.call_secrets.as_ref(), text)? {
                     let mut v = HeaderValue::from_str(&new)
                         .map_err(|_| "secret is not a valid header value".to_string())?;
                     v.set_sensitive(true);

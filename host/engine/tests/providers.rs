@@ -1,0 +1,305 @@
+//! Provider components streaming from the scripted LLM server over loopback:
+//! real components, real wasi:http through the host's egress gate, API keys
+//! injected by the host per call.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use turnstone_runtime::bindings::v0_1_0::provider::turnstone::plugin::provider_types as wit;
+use turnstone_runtime::plugin::ProviderEventSink;
+use turnstone_runtime::{
+    LoadedPlugin, PluginSettings, PluginSource, Runtime, RuntimeOptions, SecretSource,
+};
+use turnstone_scripted_llm::{ScriptedLlm, Step, anthropic, openai};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+struct Key(&'static str);
+
+impl SecretSource for Key {
+    fn secret(&self, name: &str) -> Option<String> {
+        (name == "api_key").then(|| self.0.to_string())
+    }
+}
+
+#[derive(Default)]
+struct Events {
+    text: Mutex<String>,
+    reasoning: Mutex<String>,
+    args: Mutex<String>,
+    finish: Mutex<Vec<String>>,
+    usage: Mutex<Option<(u32, u32)>>,
+    native: Mutex<Option<String>>,
+}
+
+impl ProviderEventSink for Events {
+    fn event(&self, e: wit::StreamEvent) -> bool {
+        match e {
+            wit::StreamEvent::TextDelta(t) => self.text.lock().unwrap().push_str(&t),
+            wit::StreamEvent::ReasoningDelta(t) => self.reasoning.lock().unwrap().push_str(&t),
+            wit::StreamEvent::ToolCallDelta(d) => {
+                self.args.lock().unwrap().push_str(&d.arguments_delta)
+            }
+            wit::StreamEvent::Finish(f) => self.finish.lock().unwrap().push(format!("{f:?}")),
+            wit::StreamEvent::Usage(u) => {
+                *self.usage.lock().unwrap() = Some((u.prompt_tokens, u.completion_tokens))
+            }
+            wit::StreamEvent::ProviderBlock(b) => *self.native.lock().unwrap() = Some(b),
+            wit::StreamEvent::Info(_) => {}
+        }
+        true
+    }
+}
+
+async fn provider(name: &str, port: u16) -> LoadedPlugin {
+    let rt = Runtime::new(RuntimeOptions {
+        cache_dir: Some(root().join("target/test-cache")),
+        ..Default::default()
+    })
+    .unwrap();
+    let grant = toml::from_str(&format!(
+        "http = [\"127.0.0.1:{port}\"]\nsecrets = [\"api_key\"]"
+    ))
+    .unwrap();
+    rt.load(
+        PluginSource {
+            dir: root().join("target/components").join(name),
+            builtin: true,
+        },
+        PluginSettings {
+            grant: Some(grant),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("load {name}: {e}"))
+}
+
+fn request(provider: &str, base_url: String, model: &str) -> wit::CompletionRequest {
+    wit::CompletionRequest {
+        provider: provider.into(),
+        base_url,
+        model: model.into(),
+        messages: vec![wit::Message {
+            role: wit::Role::User,
+            content: vec![wit::ContentPart::Text("Weather in Paris?".into())],
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+            tool_name: None,
+            is_error: false,
+            reasoning: None,
+            provider_data: None,
+            source: None,
+        }],
+        tools: Vec::new(),
+        temperature: None,
+        max_tokens: None,
+        reasoning_effort: None,
+        replay_reasoning: false,
+        capabilities: None,
+        extra: None,
+    }
+}
+
+async fn complete(
+    p: &LoadedPlugin,
+    req: &wit::CompletionRequest,
+) -> (Arc<Events>, Result<(), wit::ProviderError>) {
+    let events = Arc::new(Events::default());
+    let r = p
+        .provider_complete(
+            req,
+            events.clone(),
+            Some(Arc::new(Key("sk-scripted"))),
+            None,
+        )
+        .await
+        .expect("the call itself must not trap");
+    (events, r)
+}
+
+#[tokio::test]
+async fn openai_chat_streams_text_with_the_key_injected_by_the_host() {
+    let llm = ScriptedLlm::start(vec![Step::Sse {
+        frames: openai::text(&["It is ", "18C ", "and clear."]),
+        gap: Duration::from_millis(5),
+    }])
+    .await
+    .unwrap();
+    let p = provider("openai", llm.port()).await;
+    let (ev, r) = complete(
+        &p,
+        &request("openai", format!("{}/v1", llm.base_url()), "gpt-4o-mini"),
+    )
+    .await;
+    r.unwrap();
+    assert_eq!(*ev.text.lock().unwrap(), "It is 18C and clear.");
+    assert_eq!(*ev.finish.lock().unwrap(), ["FinishReason::Stop"]);
+    assert_eq!(*ev.usage.lock().unwrap(), Some((11, 3)));
+    let reqs = llm.requests();
+    assert_eq!(reqs.len(), 1);
+    assert_eq!(
+        (reqs[0].method.as_str(), reqs[0].path.as_str()),
+        ("POST", "/v1/chat/completions")
+    );
+    assert_eq!(reqs[0].header("authorization"), Some("Bearer sk-scripted"));
+    assert_eq!(reqs[0].body["model"], "gpt-4o-mini");
+    assert_eq!(reqs[0].body["stream_options"]["include_usage"], true);
+}
+
+#[tokio::test]
+async fn openai_tool_call_arguments_arrive_split_across_chunks() {
+    let llm = ScriptedLlm::start(vec![Step::Sse {
+        frames: openai::tool_call("call_1", "get_weather", &["{\"ci", "ty\": \"Pa", "ris\"}"]),
+        gap: Duration::ZERO,
+    }])
+    .await
+    .unwrap();
+    let p = provider("openai", llm.port()).await;
+    let (ev, r) = complete(
+        &p,
+        &request("openai", format!("{}/v1", llm.base_url()), "gpt-4o-mini"),
+    )
+    .await;
+    r.unwrap();
+    assert_eq!(*ev.args.lock().unwrap(), "{\"city\": \"Paris\"}");
+    assert_eq!(*ev.finish.lock().unwrap(), ["FinishReason::ToolCalls"]);
+}
+
+#[tokio::test]
+async fn provider_errors_come_back_typed() {
+    let llm = ScriptedLlm::start(vec![
+        Step::Status {
+            status: 429,
+            headers: vec![("retry-after".into(), "3".into())],
+            body: r#"{"error":{"message":"Rate limit reached"}}"#.into(),
+        },
+        Step::Status {
+            status: 500,
+            headers: Vec::new(),
+            body: "upstream exploded".into(),
+        },
+        Step::Status {
+            status: 401,
+            headers: Vec::new(),
+            body: r#"{"error":{"message":"bad key"}}"#.into(),
+        },
+        Step::Disconnect {
+            frames: openai::text(&["half"])[..2].to_vec(),
+        },
+        Step::Sse {
+            frames: openai::text(&["no end"])[..2].to_vec(),
+            gap: Duration::ZERO,
+        },
+        Step::Delay(
+            Duration::from_millis(400),
+            Box::new(Step::Sse {
+                frames: openai::text(&["late"]),
+                gap: Duration::ZERO,
+            }),
+        ),
+    ])
+    .await
+    .unwrap();
+    let p = provider("openai", llm.port()).await;
+    let req = request("openai", format!("{}/v1", llm.base_url()), "gpt-4o-mini");
+    match complete(&p, &req).await.1 {
+        Err(wit::ProviderError::RateLimit(r)) => {
+            assert_eq!(r.retry_after_ms, Some(3000));
+            assert_eq!(r.message, "Rate limit reached");
+        }
+        other => panic!("429: {other:?}"),
+    }
+    assert!(matches!(
+        complete(&p, &req).await.1,
+        Err(wit::ProviderError::Server(wit::ServerError {
+            status: 500,
+            ..
+        }))
+    ));
+    assert!(matches!(
+        complete(&p, &req).await.1,
+        Err(wit::ProviderError::Auth(_))
+    ));
+    let (ev, r) = complete(&p, &req).await;
+    assert!(
+        matches!(r, Err(wit::ProviderError::Network(_))),
+        "mid-stream disconnect: {r:?}"
+    );
+    assert_eq!(
+        *ev.text.lock().unwrap(),
+        "half",
+        "what arrived before the drop was streamed"
+    );
+    assert!(ev.finish.lock().unwrap().is_empty());
+    assert!(
+        matches!(
+            complete(&p, &req).await.1,
+            Err(wit::ProviderError::Network(_))
+        ),
+        "no terminal event"
+    );
+    let (ev, r) = complete(&p, &req).await;
+    r.unwrap();
+    assert_eq!(
+        *ev.text.lock().unwrap(),
+        "late",
+        "a slow first byte is fine"
+    );
+}
+
+#[tokio::test]
+async fn anthropic_streams_thinking_with_its_signature_for_replay() {
+    let llm = ScriptedLlm::start(vec![Step::Sse {
+        frames: anthropic::thinking_then_text(
+            "Weather lookup needed.",
+            "sig-xyz",
+            &["Paris: ", "18C."],
+        ),
+        gap: Duration::ZERO,
+    }])
+    .await
+    .unwrap();
+    let p = provider("anthropic", llm.port()).await;
+    // A pasted trailing /v1 is tolerated.
+    let (ev, r) = complete(
+        &p,
+        &request(
+            "anthropic",
+            format!("{}/v1", llm.base_url()),
+            "claude-sonnet-4-6",
+        ),
+    )
+    .await;
+    r.unwrap();
+    assert_eq!(*ev.text.lock().unwrap(), "Paris: 18C.");
+    assert_eq!(*ev.reasoning.lock().unwrap(), "Weather lookup needed.");
+    assert_eq!(*ev.finish.lock().unwrap(), ["FinishReason::Stop"]);
+    assert_eq!(*ev.usage.lock().unwrap(), Some((30, 12)));
+    let native: serde_json::Value =
+        serde_json::from_str(ev.native.lock().unwrap().as_deref().unwrap()).unwrap();
+    assert_eq!(native[0]["signature"], "sig-xyz");
+    let reqs = llm.requests();
+    assert_eq!(reqs[0].path, "/v1/messages");
+    assert_eq!(reqs[0].header("x-api-key"), Some("sk-scripted"));
+    assert_eq!(reqs[0].header("anthropic-version"), Some("2023-06-01"));
+    assert!(reqs[0].header("authorization").is_none());
+}
+
+#[tokio::test]
+async fn a_provider_cannot_reach_hosts_it_was_not_granted() {
+    let llm = ScriptedLlm::start(vec![]).await.unwrap();
+    let p = provider("openai", llm.port() + 1).await; // granted a different port
+    let (_, r) = complete(
+        &p,
+        &request("openai", format!("{}/v1", llm.base_url()), "gpt-4o-mini"),
+    )
+    .await;
+    match r {
+        Err(wit::ProviderError::Auth(msg)) => assert!(msg.contains("http denied"), "{msg}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(llm.requests().is_empty(), "no request reached the server");
+}

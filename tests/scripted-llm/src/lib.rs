@@ -1,0 +1,332 @@
+//! A scripted LLM server for tests: a loopback HTTP/1.1 server that answers
+//! each request with the next scripted [`Step`] — SSE streams in the exact
+//! OpenAI Chat Completions / Responses and Anthropic Messages formats, error
+//! statuses with headers, mid-stream disconnects, slow first bytes — and records
+//! every request for assertions. It is the one stand-in the test suite uses,
+//! because no real model is reachable here.
+
+use serde_json::{Value, json};
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// One scripted response.
+#[derive(Debug, Clone)]
+pub enum Step {
+    /// `200 text/event-stream`, sending each frame (already `data: …\n\n`
+    /// formatted) as its own HTTP chunk, with an optional pause before each.
+    Sse {
+        /// SSE frames.
+        frames: Vec<String>,
+        /// Pause before each frame.
+        gap: Duration,
+    },
+    /// A non-streaming response.
+    Status {
+        /// HTTP status.
+        status: u16,
+        /// Extra headers.
+        headers: Vec<(String, String)>,
+        /// Body.
+        body: String,
+    },
+    /// Sends these frames, then drops the connection without ending the body.
+    Disconnect {
+        /// Frames sent before the drop.
+        frames: Vec<String>,
+    },
+    /// Waits before answering with the inner step.
+    Delay(Duration, Box<Step>),
+}
+
+/// A recorded request.
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    /// Method.
+    pub method: String,
+    /// Path.
+    pub path: String,
+    /// Headers, names lower-cased.
+    pub headers: Vec<(String, String)>,
+    /// Body as JSON (Null if not JSON).
+    pub body: Value,
+}
+
+impl Recorded {
+    /// A header value.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// The running server.
+pub struct ScriptedLlm {
+    addr: SocketAddr,
+    script: Arc<Mutex<VecDeque<Step>>>,
+    requests: Arc<Mutex<Vec<Recorded>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl ScriptedLlm {
+    /// Starts on 127.0.0.1 with `script`.
+    pub async fn start(script: Vec<Step>) -> std::io::Result<Self> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let script = Arc::new(Mutex::new(VecDeque::from(script)));
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let (s, r) = (script.clone(), requests.clone());
+        tokio::spawn(async move {
+            while let Ok((sock, _)) = listener.accept().await {
+                let (s, r) = (s.clone(), r.clone());
+                tokio::spawn(async move {
+                    let _ = serve(sock, s, r).await;
+                });
+            }
+        });
+        Ok(Self {
+            addr,
+            script,
+            requests,
+        })
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The port (for grants).
+    pub fn port(&self) -> u16 {
+        self.addr.port()
+    }
+
+    /// Appends a step.
+    pub fn push(&self, step: Step) {
+        lock(&self.script).push_back(step);
+    }
+
+    /// Requests received so far.
+    pub fn requests(&self) -> Vec<Recorded> {
+        lock(&self.requests).clone()
+    }
+}
+
+async fn read_request(sock: &mut TcpStream) -> std::io::Result<Option<Recorded>> {
+    let mut buf = Vec::new();
+    let mut tmp = [0u8; 8192];
+    let head_end = loop {
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        let n = sock.read(&mut tmp).await?;
+        if n == 0 {
+            return Ok(None);
+        }
+        buf.extend_from_slice(&tmp[..n]);
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+    let mut lines = head.lines();
+    let mut first = lines.next().unwrap_or("").split_whitespace();
+    let method = first.next().unwrap_or("").to_string();
+    let path = first.next().unwrap_or("").to_string();
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    let len: usize = headers
+        .iter()
+        .find(|(k, _)| k == "content-length")
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0);
+    let mut body = buf[head_end..].to_vec();
+    while body.len() < len {
+        let n = sock.read(&mut tmp).await?;
+        if n == 0 {
+            break;
+        }
+        body.extend_from_slice(&tmp[..n]);
+    }
+    Ok(Some(Recorded {
+        method,
+        path,
+        headers,
+        body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+    }))
+}
+
+async fn write_chunk(sock: &mut TcpStream, data: &str) -> std::io::Result<()> {
+    sock.write_all(format!("{:x}\r\n{data}\r\n", data.len()).as_bytes())
+        .await?;
+    sock.flush().await
+}
+
+async fn serve(
+    mut sock: TcpStream,
+    script: Arc<Mutex<VecDeque<Step>>>,
+    requests: Arc<Mutex<Vec<Recorded>>>,
+) -> std::io::Result<()> {
+    while let Some(req) = read_request(&mut sock).await? {
+        lock(&requests).push(req);
+        let mut step = lock(&script).pop_front().unwrap_or(Step::Status {
+            status: 500,
+            headers: Vec::new(),
+            body: json!({"error": {"message": "script exhausted"}}).to_string(),
+        });
+        while let Step::Delay(d, inner) = step {
+            tokio::time::sleep(d).await;
+            step = *inner;
+        }
+        match step {
+            Step::Status {
+                status,
+                headers,
+                body,
+            } => {
+                let mut head = format!(
+                    "HTTP/1.1 {status} Scripted\r\ncontent-type: application/json\r\ncontent-length: {}\r\n",
+                    body.len()
+                );
+                for (k, v) in headers {
+                    head.push_str(&format!("{k}: {v}\r\n"));
+                }
+                head.push_str("\r\n");
+                sock.write_all(head.as_bytes()).await?;
+                sock.write_all(body.as_bytes()).await?;
+            }
+            Step::Sse { frames, gap } => {
+                sock.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
+                    .await?;
+                for f in frames {
+                    if !gap.is_zero() {
+                        tokio::time::sleep(gap).await;
+                    }
+                    write_chunk(&mut sock, &f).await?;
+                }
+                sock.write_all(b"0\r\n\r\n").await?;
+            }
+            Step::Disconnect { frames } => {
+                sock.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
+                    .await?;
+                for f in frames {
+                    write_chunk(&mut sock, &f).await?;
+                }
+                return Ok(()); // drop mid-body
+            }
+            Step::Delay(..) => {}
+        }
+    }
+    Ok(())
+}
+
+/// One SSE frame with a JSON payload.
+pub fn frame(v: &Value) -> String {
+    format!("data: {v}\n\n")
+}
+
+/// OpenAI Chat Completions stream builders.
+pub mod openai {
+    use super::*;
+
+    fn chunk(delta: Value, finish: Option<&str>) -> String {
+        frame(&json!({
+            "id": "chatcmpl-scripted", "object": "chat.completion.chunk", "model": "scripted",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }))
+    }
+
+    fn usage(prompt: u32, completion: u32) -> String {
+        frame(&json!({
+            "id": "chatcmpl-scripted", "object": "chat.completion.chunk", "model": "scripted", "choices": [],
+            "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
+        }))
+    }
+
+    /// A text reply split into `parts`, then finish `stop`, usage and `[DONE]`.
+    pub fn text(parts: &[&str]) -> Vec<String> {
+        let mut f = vec![chunk(json!({"role": "assistant", "content": ""}), None)];
+        f.extend(parts.iter().map(|p| chunk(json!({"content": p}), None)));
+        f.push(chunk(json!({}), Some("stop")));
+        f.push(usage(11, parts.len() as u32));
+        f.push("data: [DONE]\n\n".into());
+        f
+    }
+
+    /// One tool call whose arguments arrive in `arg_parts`.
+    pub fn tool_call(id: &str, name: &str, arg_parts: &[&str]) -> Vec<String> {
+        let mut f = vec![chunk(
+            json!({"role": "assistant", "tool_calls": [{"index": 0, "id": id, "type": "function",
+                "function": {"name": name, "arguments": ""}}]}),
+            None,
+        )];
+        f.extend(arg_parts.iter().map(|p| {
+            chunk(
+                json!({"tool_calls": [{"index": 0, "function": {"arguments": p}}]}),
+                None,
+            )
+        }));
+        f.push(chunk(json!({}), Some("tool_calls")));
+        f.push(usage(20, 5));
+        f.push("data: [DONE]\n\n".into());
+        f
+    }
+}
+
+/// Anthropic Messages stream builders.
+pub mod anthropic {
+    use super::*;
+
+    fn ev(kind: &str, mut v: Value) -> String {
+        v["type"] = json!(kind);
+        format!("event: {kind}\ndata: {v}\n\n")
+    }
+
+    /// Thinking (with signature), text, then `end_turn`.
+    pub fn thinking_then_text(thinking: &str, signature: &str, parts: &[&str]) -> Vec<String> {
+        let mut f = vec![
+            ev(
+                "message_start",
+                json!({"message": {"id": "msg_1", "role": "assistant", "usage": {"input_tokens": 30, "output_tokens": 1}}}),
+            ),
+            ev(
+                "content_block_start",
+                json!({"index": 0, "content_block": {"type": "thinking", "thinking": ""}}),
+            ),
+            ev(
+                "content_block_delta",
+                json!({"index": 0, "delta": {"type": "thinking_delta", "thinking": thinking}}),
+            ),
+            ev(
+                "content_block_delta",
+                json!({"index": 0, "delta": {"type": "signature_delta", "signature": signature}}),
+            ),
+            ev("content_block_stop", json!({"index": 0})),
+            ev("ping", json!({})),
+            ev(
+                "content_block_start",
+                json!({"index": 1, "content_block": {"type": "text", "text": ""}}),
+            ),
+        ];
+        f.extend(parts.iter().map(|p| {
+            ev(
+                "content_block_delta",
+                json!({"index": 1, "delta": {"type": "text_delta", "text": p}}),
+            )
+        }));
+        f.push(ev("content_block_stop", json!({"index": 1})));
+        f.push(ev(
+            "message_delta",
+            json!({"delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 12}}),
+        ));
+        f.push(ev("message_stop", json!({})));
+        f
+    }
+}
