@@ -1,13 +1,17 @@
 //! Turnstone's session engine (no HTTP or terminal code here).
 //!
 //! Built so far: the provider-neutral canonical turn IR ([`turn`]), orphan
-//! repair ([`repair`]) and tool-output truncation ([`truncate`]). The
-//! conversation loop, approvals, model registry and provider bindings build on
-//! these.
+//! repair ([`repair`]), tool-output truncation ([`truncate`]), lowering to the
+//! provider WIT ([`lower`]), the front-end trait ([`ui`]) and a first
+//! conversation loop ([`session`]: stream, prepare, approve, execute in
+//! parallel). Persistence, retry/fallback, cancel, compaction and the model
+//! registry are still to come.
 
 pub mod lower;
 pub mod repair;
+pub mod session;
 pub mod truncate;
 pub mod turn;
+pub mod ui;
 
 pub use turn::{ContentPart, EffectStatus, ProviderNative, Role, ToolCall, Turn, TurnMeta};

@@ -420,6 +420,13 @@ impl Runtime {
             ),
         };
 
+        // Operator grants must be concrete; a built-in's default grant is its own
+        // (already validated) request.
+        if let Some(g) = &settings.grant {
+            g.validate().map_err(|e| {
+                LoadError::Invalid(format!("grant for {}: {e}", manifest.plugin.name))
+            })?;
+        }
         let grant = settings.grant.clone().unwrap_or_else(|| {
             if source.builtin {
                 manifest.capabilities.clone()
@@ -427,9 +434,6 @@ impl Runtime {
                 Capabilities::default()
             }
         });
-        grant
-            .validate()
-            .map_err(|e| LoadError::Invalid(format!("grant for {}: {e}", manifest.plugin.name)))?;
         let (caps, skipped_grants) = EffectiveCapabilities::new(
             &manifest.plugin.name,
             &manifest.capabilities,

@@ -1,0 +1,451 @@
+//! The conversation loop: stream the model, prepare and approve tool calls, run
+//! them (at most four at once), append the results, and loop until the model
+//! answers without tool calls.
+//!
+//! Not yet here (they build on this): persistence through the storage crate,
+//! retry/fallback, cancel, compaction, the model registry and message queueing.
+
+use crate::lower::{AttachmentResolver, to_wit_messages};
+use crate::repair::repair_orphans;
+use crate::truncate::{default_limit, truncate_output};
+use crate::turn::{ProviderNative, Role, ToolCall, Turn};
+use crate::ui::{Approval, PendingTool, SessionState, SessionUi};
+use std::collections::{BTreeMap, HashSet};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use turnstone_runtime::bindings::v0_1_0::provider::turnstone::plugin::provider_types as wit;
+use turnstone_runtime::plugin::ProviderEventSink;
+use turnstone_runtime::{CallContext, LoadedPlugin, PluginRegistry, SecretSource, ToolOutputSink};
+
+/// Tool calls that may run at the same time.
+pub const MAX_PARALLEL_TOOLS: usize = 4;
+
+/// Everything needed to call one model.
+#[derive(Clone)]
+pub struct ModelBinding {
+    /// The provider component.
+    pub plugin: Arc<LoadedPlugin>,
+    /// Provider flavour (openai, anthropic, google, …-compatible).
+    pub provider: String,
+    /// API base URL.
+    pub base_url: String,
+    /// Model id.
+    pub model: String,
+    /// Context window in tokens.
+    pub context_window: u32,
+    /// Per-call secrets (the alias's `api_key`).
+    pub secrets: Option<Arc<dyn SecretSource>>,
+    /// Sampling temperature.
+    pub temperature: Option<f64>,
+    /// Output cap.
+    pub max_tokens: Option<u32>,
+    /// Reasoning effort.
+    pub reasoning_effort: Option<String>,
+    /// Capability overrides (JSON object).
+    pub capabilities: Option<String>,
+    /// Replay stored reasoning to the provider that produced it.
+    pub replay_reasoning: bool,
+}
+
+/// Session settings.
+#[derive(Debug, Clone)]
+pub struct SessionConfig {
+    /// Workstream id.
+    pub session_id: String,
+    /// Workspace directory.
+    pub workspace: PathBuf,
+    /// Skip every approval prompt.
+    pub skip_permissions: bool,
+    /// Tool output limit in characters (default: half the context window).
+    pub tool_truncation: Option<usize>,
+}
+
+/// Why a turn failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    /// The provider answered with an error.
+    #[error("model request failed: {0}")]
+    Provider(String),
+    /// The provider component itself failed.
+    #[error(transparent)]
+    Plugin(#[from] turnstone_runtime::CallError),
+    /// History could not be lowered for the provider.
+    #[error(transparent)]
+    Lower(#[from] crate::lower::LowerError),
+}
+
+#[derive(Default)]
+struct Accum {
+    text: String,
+    reasoning: String,
+    calls: BTreeMap<u32, (Option<String>, Option<String>, String)>,
+    finish: Option<wit::FinishReason>,
+    usage: Option<wit::Usage>,
+    native: Option<String>,
+}
+
+/// Forwards stream events to the UI while assembling the assistant turn.
+struct Collector {
+    ui: Arc<dyn SessionUi>,
+    acc: Mutex<Accum>,
+}
+
+impl Collector {
+    fn acc(&self) -> std::sync::MutexGuard<'_, Accum> {
+        self.acc.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl ProviderEventSink for Collector {
+    fn event(&self, event: wit::StreamEvent) -> bool {
+        match event {
+            wit::StreamEvent::TextDelta(t) => {
+                self.ui.on_content_token(&t);
+                self.acc().text.push_str(&t);
+            }
+            wit::StreamEvent::ReasoningDelta(t) => {
+                self.ui.on_reasoning_token(&t);
+                self.acc().reasoning.push_str(&t);
+            }
+            wit::StreamEvent::ToolCallDelta(d) => {
+                let mut acc = self.acc();
+                let entry = acc.calls.entry(d.index).or_default();
+                if d.id.is_some() {
+                    entry.0 = d.id;
+                }
+                if d.name.is_some() {
+                    entry.1 = d.name;
+                }
+                entry.2.push_str(&d.arguments_delta);
+            }
+            wit::StreamEvent::Usage(u) => self.acc().usage = Some(u),
+            wit::StreamEvent::Finish(f) => self.acc().finish = Some(f),
+            wit::StreamEvent::ProviderBlock(b) => self.acc().native = Some(b),
+            wit::StreamEvent::Info(m) => self.ui.on_info(&m),
+        }
+        true
+    }
+}
+
+struct NoAttachments;
+
+impl AttachmentResolver for NoAttachments {
+    fn data_url(&self, _id: &str) -> Option<String> {
+        None
+    }
+}
+
+struct ChunkForwarder {
+    ui: Arc<dyn SessionUi>,
+    call_id: String,
+}
+
+impl ToolOutputSink for ChunkForwarder {
+    fn chunk(&self, text: &str) -> bool {
+        self.ui.on_tool_output_chunk(&self.call_id, text);
+        true
+    }
+}
+
+/// A prepared call ready to execute: its plugin and normalised arguments.
+type Runnable = (Arc<LoadedPlugin>, String);
+
+/// One conversation.
+pub struct ChatSession {
+    binding: ModelBinding,
+    tools: Arc<PluginRegistry>,
+    ui: Arc<dyn SessionUi>,
+    cfg: SessionConfig,
+    turns: Vec<Turn>,
+    always: HashSet<String>,
+    next_cycle: u64,
+    next_call: u64,
+}
+
+impl ChatSession {
+    /// A new, empty session.
+    pub fn new(
+        binding: ModelBinding,
+        tools: Arc<PluginRegistry>,
+        ui: Arc<dyn SessionUi>,
+        cfg: SessionConfig,
+    ) -> Self {
+        Self {
+            binding,
+            tools,
+            ui,
+            cfg,
+            turns: Vec::new(),
+            always: HashSet::new(),
+            next_cycle: 1,
+            next_call: 1,
+        }
+    }
+
+    /// The canonical history.
+    pub fn turns(&self) -> &[Turn] {
+        &self.turns
+    }
+
+    fn state(&self, s: SessionState) {
+        self.ui.on_state_change(s);
+    }
+
+    /// Sends user input and runs the loop until the model stops calling tools.
+    pub async fn send(&mut self, input: &str) -> Result<(), SessionError> {
+        self.turns.push(Turn::text(Role::User, input));
+        loop {
+            let assistant = match self.stream_turn().await {
+                Ok(t) => t,
+                Err(e) => {
+                    self.ui.on_error(&e.to_string());
+                    self.state(SessionState::Error);
+                    return Err(e);
+                }
+            };
+            let calls = assistant.tool_calls.clone();
+            self.turns.push(assistant);
+            self.ui.on_turn_commit();
+            if calls.is_empty() {
+                self.state(SessionState::Idle);
+                return Ok(());
+            }
+            let results = self.run_tools(&calls).await;
+            self.turns.extend(results);
+        }
+    }
+
+    fn tool_definitions(&self) -> Vec<wit::ToolDefinition> {
+        self.tools
+            .tools()
+            .filter(|t| !t.coordinator || t.interactive)
+            .map(|t| {
+                let mut description = t.description.clone();
+                let ws = self.cfg.workspace.display().to_string();
+                for note in [&t.cwd_note, &t.workspace_note].into_iter().flatten() {
+                    description.push(' ');
+                    description.push_str(
+                        &note
+                            .replace("{working_dir}", &ws)
+                            .replace("{workspace_dir}", &ws),
+                    );
+                }
+                wit::ToolDefinition {
+                    name: t.name.clone(),
+                    description,
+                    parameters: t.parameters.to_string(),
+                }
+            })
+            .collect()
+    }
+
+    async fn stream_turn(&mut self) -> Result<Turn, SessionError> {
+        self.ui.on_turn_start();
+        self.state(SessionState::Thinking);
+        self.ui.on_thinking_start();
+        let b = &self.binding;
+        let messages = to_wit_messages(
+            &repair_orphans(&self.turns),
+            &b.provider,
+            b.replay_reasoning,
+            &NoAttachments,
+        )?;
+        let request = wit::CompletionRequest {
+            provider: b.provider.clone(),
+            base_url: b.base_url.clone(),
+            model: b.model.clone(),
+            messages,
+            tools: self.tool_definitions(),
+            temperature: b.temperature,
+            max_tokens: b.max_tokens,
+            reasoning_effort: b.reasoning_effort.clone(),
+            replay_reasoning: b.replay_reasoning,
+            capabilities: b.capabilities.clone(),
+            extra: None,
+        };
+        let collector = Arc::new(Collector {
+            ui: self.ui.clone(),
+            acc: Mutex::new(Accum::default()),
+        });
+        let outcome = b
+            .plugin
+            .provider_complete(&request, collector.clone(), b.secrets.clone(), None)
+            .await;
+        self.ui.on_thinking_stop();
+        self.ui.on_stream_end();
+        outcome?.map_err(|e| SessionError::Provider(format!("{e:?}")))?;
+        let acc = std::mem::take(&mut *collector.acc());
+        if let Some(u) = &acc.usage {
+            self.ui
+                .on_status(u.prompt_tokens, u.completion_tokens, b.context_window);
+        }
+        let mut tool_calls: Vec<ToolCall> = Vec::new();
+        match acc.finish {
+            Some(wit::FinishReason::Length) => {
+                if !acc.calls.is_empty() {
+                    self.ui.on_error(
+                        "The response hit the output limit; its incomplete tool calls were discarded.",
+                    );
+                } else {
+                    self.ui
+                        .on_error("The response was truncated at the output limit.");
+                }
+            }
+            Some(wit::FinishReason::ContentFilter) => {
+                self.ui
+                    .on_error("The response was blocked by the provider's content filter.");
+            }
+            _ => {
+                for (_, (id, name, args)) in acc.calls {
+                    let id = id.unwrap_or_else(|| {
+                        let n = self.next_call;
+                        self.next_call += 1;
+                        format!("call_{n}")
+                    });
+                    tool_calls.push(ToolCall {
+                        id,
+                        name: name.unwrap_or_default(),
+                        arguments: args,
+                    });
+                }
+            }
+        }
+        let mut turn = Turn::text(Role::Assistant, acc.text);
+        turn.tool_calls = tool_calls;
+        turn.reasoning = (!acc.reasoning.is_empty()).then_some(acc.reasoning);
+        turn.native = acc.native.and_then(|n| {
+            serde_json::from_str(&n).ok().map(|blocks| ProviderNative {
+                provider: b.provider.clone(),
+                blocks,
+            })
+        });
+        Ok(turn)
+    }
+
+    async fn run_tools(&mut self, calls: &[ToolCall]) -> Vec<Turn> {
+        let ws = self.cfg.workspace.display().to_string();
+        let ctx = CallContext {
+            call_id: String::new(),
+            session_id: self.cfg.session_id.clone(),
+            workspace_dir: Some(ws.clone()),
+            working_dir: ws,
+            supports_vision: false,
+        };
+        // Prepare every call: parse arguments, validate, build previews.
+        let mut prepared: Vec<(PendingTool, Option<Runnable>)> = Vec::new();
+        for call in calls {
+            let mut item = PendingTool {
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                header: call.name.clone(),
+                preview: None,
+                needs_approval: false,
+                error: None,
+            };
+            let Some((plugin, spec)) = self.tools.tool(&call.name) else {
+                item.error = Some(format!("Error: unknown tool {:?}", call.name));
+                prepared.push((item, None));
+                continue;
+            };
+            let args = match spec.coerce_arguments(&call.arguments) {
+                Ok(a) => a,
+                Err(e) => {
+                    item.error = Some(format!("Error: {e}"));
+                    prepared.push((item, None));
+                    continue;
+                }
+            };
+            let call_ctx = CallContext {
+                call_id: call.id.clone(),
+                ..ctx.clone()
+            };
+            match plugin.prepare(&call.name, &args, &call_ctx).await {
+                Ok(Ok(p)) => {
+                    item.header = p.header;
+                    item.preview = p.body;
+                    item.needs_approval = p.needs_approval
+                        && !self.cfg.skip_permissions
+                        && !self.always.contains(&call.name);
+                    prepared.push((item, Some((plugin.clone(), args))));
+                }
+                Ok(Err(refusal)) => {
+                    item.error = Some(format!("Error: {refusal}"));
+                    prepared.push((item, None));
+                }
+                Err(e) => {
+                    item.error = Some(format!("Error: {e}"));
+                    prepared.push((item, None));
+                }
+            }
+        }
+        // Approve: one cycle per batch that needs the user.
+        let mut approval = Approval {
+            approved: true,
+            always: false,
+            feedback: None,
+        };
+        if prepared.iter().any(|(p, _)| p.needs_approval) {
+            self.state(SessionState::Attention);
+            let cycle = self.next_cycle;
+            self.next_cycle += 1;
+            let items: Vec<PendingTool> = prepared.iter().map(|(p, _)| p.clone()).collect();
+            approval = self.ui.approve_tools(cycle, &items).await;
+            if approval.approved && approval.always {
+                for (p, _) in &prepared {
+                    if p.needs_approval {
+                        self.always.insert(p.name.clone());
+                    }
+                }
+            }
+        }
+        // Execute, at most MAX_PARALLEL_TOOLS at once; results keep call order.
+        self.state(SessionState::Running);
+        let limit = self
+            .cfg
+            .tool_truncation
+            .unwrap_or_else(|| default_limit(self.binding.context_window as usize));
+        let gate = Arc::new(tokio::sync::Semaphore::new(MAX_PARALLEL_TOOLS));
+        let feedback = approval.feedback.clone();
+        let jobs = prepared
+            .into_iter()
+            .zip(calls)
+            .map(|((item, runnable), call)| {
+                let gate = gate.clone();
+                let ui = self.ui.clone();
+                let ctx = CallContext {
+                    call_id: call.id.clone(),
+                    ..ctx.clone()
+                };
+                let denied = item.needs_approval && !approval.approved;
+                let feedback = feedback.clone();
+                async move {
+                    let (mut output, is_error) = if let Some(err) = item.error {
+                        (err, true)
+                    } else if denied {
+                        (
+                            "The user denied this tool call; it did not run.".to_string(),
+                            true,
+                        )
+                    } else if let Some((plugin, args)) = runnable {
+                        let _permit = gate.acquire().await;
+                        let sink = Arc::new(ChunkForwarder {
+                            ui: ui.clone(),
+                            call_id: call.id.clone(),
+                        });
+                        match plugin.execute(&call.name, &args, &ctx, sink, None).await {
+                            Ok(r) => (truncate_output(&r.output, limit).into_owned(), r.is_error),
+                            Err(e) => (format!("Error: {e}"), true),
+                        }
+                    } else {
+                        ("Error: the call could not be prepared".to_string(), true)
+                    };
+                    if let Some(f) = feedback.filter(|f| !f.trim().is_empty()) {
+                        output.push_str(&format!("\n\nUser feedback: {f}"));
+                    }
+                    ui.on_tool_result(&call.id, &call.name, &output, is_error);
+                    Turn::tool_result(call, output, is_error)
+                }
+            });
+        futures::future::join_all(jobs).await
+    }
+}

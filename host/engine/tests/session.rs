@@ -1,0 +1,346 @@
+//! The conversation loop end to end: scripted LLM over loopback → real openai
+//! provider component → real tool components → results back to the model.
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use turnstone_engine::session::{ChatSession, ModelBinding, SessionConfig};
+use turnstone_engine::turn::Role;
+use turnstone_engine::ui::{Approval, PendingTool, SessionState, SessionUi};
+use turnstone_runtime::config::PluginsConfig;
+use turnstone_runtime::registry::LoadOptions;
+use turnstone_runtime::{
+    PluginRegistry, PluginSettings, PluginSource, Runtime, RuntimeOptions, SecretSource,
+};
+use turnstone_scripted_llm::{ScriptedLlm, Step, openai};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+struct Key;
+
+impl SecretSource for Key {
+    fn secret(&self, name: &str) -> Option<String> {
+        (name == "api_key").then(|| "sk-session".to_string())
+    }
+}
+
+#[derive(Default)]
+struct Ui {
+    content: Mutex<String>,
+    states: Mutex<Vec<SessionState>>,
+    prompts: Mutex<Vec<(u64, Vec<PendingTool>)>>,
+    answers: Mutex<VecDeque<Approval>>,
+    results: Mutex<Vec<(String, bool)>>,
+}
+
+#[async_trait::async_trait]
+impl SessionUi for Ui {
+    fn on_content_token(&self, t: &str) {
+        self.content.lock().unwrap().push_str(t);
+    }
+    fn on_state_change(&self, s: SessionState) {
+        self.states.lock().unwrap().push(s);
+    }
+    async fn approve_tools(&self, cycle: u64, items: &[PendingTool]) -> Approval {
+        self.prompts.lock().unwrap().push((cycle, items.to_vec()));
+        self.answers
+            .lock()
+            .unwrap()
+            .pop_front()
+            .expect("an approval answer was scripted")
+    }
+    fn on_tool_result(&self, _id: &str, _name: &str, output: &str, is_error: bool) {
+        self.results
+            .lock()
+            .unwrap()
+            .push((output.to_string(), is_error));
+    }
+}
+
+struct Fixture {
+    llm: ScriptedLlm,
+    ui: Arc<Ui>,
+    session: ChatSession,
+    ws: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+async fn fixture(script: Vec<Step>, skip_permissions: bool) -> Fixture {
+    let llm = ScriptedLlm::start(script).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ws = std::fs::canonicalize(dir.path()).unwrap();
+    let rt = Runtime::new(RuntimeOptions {
+        cache_dir: Some(root().join("target/test-cache")),
+        ..Default::default()
+    })
+    .unwrap();
+    let grant = toml::from_str(&format!(
+        "http = [\"127.0.0.1:{}\"]\nsecrets = [\"api_key\"]",
+        llm.port()
+    ))
+    .unwrap();
+    let provider = rt
+        .load(
+            PluginSource {
+                dir: root().join("target/components/openai"),
+                builtin: true,
+            },
+            PluginSettings {
+                grant: Some(grant),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let mut config = PluginsConfig {
+        dirs: vec![root().join("target/test-components")],
+        disabled: vec!["future_wit".into()],
+        ..Default::default()
+    };
+    config.grants.insert(
+        "hostile".into(),
+        toml::from_str(r#"filesystem = [{ path = "workspace", access = "rw" }]"#).unwrap(),
+    );
+    let tools = PluginRegistry::load_all(
+        &rt,
+        &LoadOptions {
+            builtin_dir: Some(root().join("target/components")),
+            config,
+            workspace: Some(ws.clone()),
+            ..Default::default()
+        },
+    )
+    .await;
+    assert!(tools.tool("read_file").is_some() && tools.tool("write").is_some());
+    let ui = Arc::new(Ui::default());
+    let binding = ModelBinding {
+        plugin: Arc::new(provider),
+        provider: "openai".into(),
+        base_url: format!("{}/v1", llm.base_url()),
+        model: "gpt-4o-mini".into(),
+        context_window: 128_000,
+        secrets: Some(Arc::new(Key)),
+        temperature: None,
+        max_tokens: None,
+        reasoning_effort: None,
+        capabilities: None,
+        replay_reasoning: false,
+    };
+    let session = ChatSession::new(
+        binding,
+        Arc::new(tools),
+        ui.clone(),
+        SessionConfig {
+            session_id: "ws_test".into(),
+            workspace: ws.clone(),
+            skip_permissions,
+            tool_truncation: None,
+        },
+    );
+    Fixture {
+        llm,
+        ui,
+        session,
+        ws,
+        _dir: dir,
+    }
+}
+
+fn sse(frames: Vec<String>) -> Step {
+    Step::Sse {
+        frames,
+        gap: Duration::ZERO,
+    }
+}
+
+/// The content of the last tool message in request `n`.
+fn last_tool_result(llm: &ScriptedLlm, n: usize) -> String {
+    let body = &llm.requests()[n].body;
+    let msgs = body["messages"].as_array().unwrap();
+    let last = msgs.last().unwrap();
+    assert_eq!(
+        last["role"], "tool",
+        "the request ends with the tool result"
+    );
+    last["content"].as_str().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn plain_reply_streams_and_ends_idle() {
+    let mut f = fixture(vec![sse(openai::text(&["Hello", " there"]))], false).await;
+    f.session.send("hi").await.unwrap();
+    assert_eq!(*f.ui.content.lock().unwrap(), "Hello there");
+    let turns = f.session.turns();
+    assert_eq!(turns.len(), 2);
+    assert_eq!(turns[1].role, Role::Assistant);
+    assert_eq!(turns[1].text_content(), "Hello there");
+    assert_eq!(
+        f.ui.states.lock().unwrap().last(),
+        Some(&SessionState::Idle)
+    );
+    let req = &f.llm.requests()[0];
+    assert_eq!(req.body["messages"][0]["content"], "hi");
+    let tool_names: Vec<&str> = req.body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert!(tool_names.contains(&"read_file"), "{tool_names:?}");
+}
+
+#[tokio::test]
+async fn auto_approved_tool_runs_and_its_result_reaches_the_model() {
+    let mut f = fixture(
+        vec![
+            sse(openai::tool_call(
+                "call_1",
+                "read_file",
+                &["{\"path\":", " \"notes.txt\"}"],
+            )),
+            sse(openai::text(&["The file says alpha."])),
+        ],
+        false,
+    )
+    .await;
+    std::fs::write(f.ws.join("notes.txt"), "alpha\n").unwrap();
+    f.session.send("what is in notes.txt?").await.unwrap();
+    assert!(
+        f.ui.prompts.lock().unwrap().is_empty(),
+        "read_file is auto-approved"
+    );
+    let reqs = f.llm.requests();
+    assert_eq!(reqs.len(), 2);
+    let msgs = reqs[1].body["messages"].as_array().unwrap();
+    assert_eq!(
+        msgs[1]["tool_calls"][0]["function"]["arguments"],
+        "{\"path\": \"notes.txt\"}"
+    );
+    assert_eq!(msgs[2]["role"], "tool");
+    assert_eq!(msgs[2]["tool_call_id"], "call_1");
+    assert_eq!(msgs[2]["content"], "     1\talpha\n");
+    assert_eq!(
+        f.session.turns().last().unwrap().text_content(),
+        "The file says alpha."
+    );
+}
+
+#[tokio::test]
+async fn approval_with_feedback_always_and_denial() {
+    let mut f = fixture(Vec::new(), false).await;
+    let write = |id: &str, path: &Path| {
+        let args = serde_json::json!({"path": path, "content": "x"}).to_string();
+        sse(openai::tool_call(id, "write", &[&args]))
+    };
+    let (a, b) = (f.ws.join("a.txt"), f.ws.join("b.txt"));
+    f.llm.push(write("call_1", &a));
+    f.llm.push(sse(openai::text(&["ok"])));
+    f.llm.push(write("call_2", &b));
+    f.llm.push(sse(openai::text(&["ok again"])));
+
+    // y + feedback + always: runs, the model sees the feedback.
+    f.ui.answers.lock().unwrap().push_back(Approval {
+        approved: true,
+        always: true,
+        feedback: Some("use small files".into()),
+    });
+    f.session.send("write a").await.unwrap();
+    assert!(a.exists());
+    {
+        let prompts = f.ui.prompts.lock().unwrap();
+        assert_eq!(prompts.len(), 1);
+        assert_eq!(prompts[0].0, 1, "cycle ids start at 1");
+        assert!(prompts[0].1[0].needs_approval);
+        assert_eq!(prompts[0].1[0].name, "write");
+    }
+    let second = &f.llm.requests()[1];
+    let tool_msg = &second.body["messages"][2];
+    assert_eq!(
+        tool_msg["content"],
+        "written\n\nUser feedback: use small files"
+    );
+
+    // "always" covers the next call of the same tool: no prompt.
+    f.session.send("write b").await.unwrap();
+    assert!(b.exists());
+    assert_eq!(f.ui.prompts.lock().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn denial_bad_arguments_and_unknown_tools_become_error_results() {
+    let mut f = fixture(Vec::new(), false).await;
+    let c = f.ws.join("c.txt");
+    let args = serde_json::json!({"path": c, "content": "x"}).to_string();
+    f.llm
+        .push(sse(openai::tool_call("call_1", "write", &[&args])));
+    f.llm.push(sse(openai::text(&["understood"])));
+    f.llm
+        .push(sse(openai::tool_call("call_2", "no_such_tool", &["{}"])));
+    f.llm.push(sse(openai::text(&["sorry"])));
+    f.llm
+        .push(sse(openai::tool_call("call_3", "read_file", &["[1, 2]"])));
+    f.llm.push(sse(openai::text(&["fine"])));
+
+    f.ui.answers.lock().unwrap().push_back(Approval {
+        approved: false,
+        always: false,
+        feedback: Some("not now".into()),
+    });
+    f.session.send("write c").await.unwrap();
+    assert!(!c.exists(), "a denied call never runs");
+    let denied = &f.llm.requests()[1].body["messages"][2]["content"];
+    assert_eq!(
+        denied,
+        "The user denied this tool call; it did not run.\n\nUser feedback: not now"
+    );
+
+    f.session.send("call something odd").await.unwrap();
+    assert_eq!(
+        last_tool_result(&f.llm, 3),
+        "Error: unknown tool \"no_such_tool\""
+    );
+
+    f.session.send("read with bad args").await.unwrap();
+    let bad = last_tool_result(&f.llm, 5);
+    assert!(
+        bad.starts_with("Error: arguments for read_file must be a JSON object"),
+        "{bad}"
+    );
+    let errors: Vec<bool> = f.ui.results.lock().unwrap().iter().map(|r| r.1).collect();
+    assert_eq!(errors, [true, true, true]);
+}
+
+#[tokio::test]
+async fn skip_permissions_runs_without_prompting() {
+    let mut f = fixture(Vec::new(), true).await;
+    let d = f.ws.join("d.txt");
+    let args = serde_json::json!({"path": d, "content": "x"}).to_string();
+    f.llm
+        .push(sse(openai::tool_call("call_1", "write", &[&args])));
+    f.llm.push(sse(openai::text(&["done"])));
+    f.session.send("write d").await.unwrap();
+    assert!(d.exists());
+    assert!(f.ui.prompts.lock().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_provider_error_surfaces_and_sets_the_error_state() {
+    let mut f = fixture(
+        vec![Step::Status {
+            status: 401,
+            headers: Vec::new(),
+            body: r#"{"error":{"message":"bad key"}}"#.into(),
+        }],
+        false,
+    )
+    .await;
+    let err = f.session.send("hi").await.unwrap_err();
+    assert!(err.to_string().contains("Auth"), "{err}");
+    assert_eq!(
+        f.ui.states.lock().unwrap().last(),
+        Some(&SessionState::Error)
+    );
+}
