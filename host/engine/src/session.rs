@@ -19,6 +19,8 @@ use turnstone_runtime::{CallContext, LoadedPlugin, PluginRegistry, SecretSource,
 
 /// Tool calls that may run at the same time.
 pub const MAX_PARALLEL_TOOLS: usize = 4;
+/// Attempts per model call (1 + 3 retries).
+pub const MAX_ATTEMPTS: u32 = 4;
 
 /// Everything needed to call one model.
 #[derive(Clone)]
@@ -58,6 +60,46 @@ pub struct SessionConfig {
     pub skip_permissions: bool,
     /// Tool output limit in characters (default: half the context window).
     pub tool_truncation: Option<usize>,
+    /// Base of the retry backoff (`base · 2^attempt`; default 1 s).
+    pub retry_base: std::time::Duration,
+}
+
+impl SessionConfig {
+    /// Defaults for `session_id` in `workspace`.
+    pub fn new(session_id: impl Into<String>, workspace: PathBuf) -> Self {
+        Self {
+            session_id: session_id.into(),
+            workspace,
+            skip_permissions: false,
+            tool_truncation: None,
+            retry_base: std::time::Duration::from_secs(1),
+        }
+    }
+}
+
+/// How a failed model call may be recovered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Recovery {
+    /// Retry the same model (after the given minimum wait).
+    Retry(Option<std::time::Duration>),
+    /// Give up on this model; a fallback may serve.
+    Unreachable,
+    /// Give up.
+    Fatal,
+}
+
+fn recovery(e: &wit::ProviderError) -> Recovery {
+    use std::time::Duration;
+    match e {
+        wit::ProviderError::RateLimit(r) => {
+            Recovery::Retry(r.retry_after_ms.map(Duration::from_millis))
+        }
+        wit::ProviderError::Network(_) => Recovery::Retry(None),
+        wit::ProviderError::Server(s) if s.status >= 500 => Recovery::Retry(None),
+        wit::ProviderError::Auth(_) | wit::ProviderError::BadRequest(_) => Recovery::Fatal,
+        wit::ProviderError::ContextLength(_) | wit::ProviderError::Cancelled => Recovery::Fatal,
+        wit::ProviderError::Server(_) => Recovery::Unreachable,
+    }
 }
 
 /// Why a turn failed.
@@ -127,6 +169,11 @@ impl ProviderEventSink for Collector {
     }
 }
 
+enum AttemptError {
+    Provider(wit::ProviderError),
+    Session(SessionError),
+}
+
 struct NoAttachments;
 
 impl AttachmentResolver for NoAttachments {
@@ -153,6 +200,7 @@ type Runnable = (Arc<LoadedPlugin>, String);
 /// One conversation.
 pub struct ChatSession {
     binding: ModelBinding,
+    fallbacks: Vec<ModelBinding>,
     tools: Arc<PluginRegistry>,
     ui: Arc<dyn SessionUi>,
     cfg: SessionConfig,
@@ -172,6 +220,7 @@ impl ChatSession {
     ) -> Self {
         Self {
             binding,
+            fallbacks: Vec::new(),
             tools,
             ui,
             cfg,
@@ -180,6 +229,12 @@ impl ChatSession {
             next_cycle: 1,
             next_call: 1,
         }
+    }
+
+    /// Models to fall back to, in order, when the primary is unreachable.
+    pub fn with_fallbacks(mut self, fallbacks: Vec<ModelBinding>) -> Self {
+        self.fallbacks = fallbacks;
+        self
     }
 
     /// The canonical history.
@@ -239,17 +294,64 @@ impl ChatSession {
             .collect()
     }
 
+    /// One model turn with the retry ladder, then the fallback models.
     async fn stream_turn(&mut self) -> Result<Turn, SessionError> {
         self.ui.on_turn_start();
         self.state(SessionState::Thinking);
+        let bindings: Vec<ModelBinding> = std::iter::once(self.binding.clone())
+            .chain(self.fallbacks.iter().cloned())
+            .collect();
+        let mut last_err = None;
+        for (i, b) in bindings.iter().enumerate() {
+            if i > 0 {
+                self.ui
+                    .on_info(&format!("Falling back to {} ({}).", b.model, b.provider));
+            }
+            for attempt in 0..MAX_ATTEMPTS {
+                match self.attempt(b).await {
+                    Ok(turn) => return Ok(turn),
+                    Err(AttemptError::Session(e)) => return Err(e),
+                    Err(AttemptError::Provider(e)) => {
+                        let message = format!("{e:?}");
+                        match recovery(&e) {
+                            Recovery::Fatal => return Err(SessionError::Provider(message)),
+                            Recovery::Unreachable => {
+                                last_err = Some(message);
+                                break;
+                            }
+                            Recovery::Retry(min_wait) => {
+                                last_err = Some(message.clone());
+                                if attempt + 1 == MAX_ATTEMPTS {
+                                    break;
+                                }
+                                let backoff = self.cfg.retry_base * 2u32.pow(attempt);
+                                let wait = min_wait.map_or(backoff, |w| w.max(backoff));
+                                self.ui.on_info(&format!(
+                                    "Model call failed ({message}); retrying in {:.1} s (attempt {}/{MAX_ATTEMPTS}).",
+                                    wait.as_secs_f64(),
+                                    attempt + 2
+                                ));
+                                tokio::time::sleep(wait).await;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        Err(SessionError::Provider(
+            last_err.unwrap_or_else(|| "no model available".into()),
+        ))
+    }
+
+    async fn attempt(&mut self, b: &ModelBinding) -> Result<Turn, AttemptError> {
         self.ui.on_thinking_start();
-        let b = &self.binding;
         let messages = to_wit_messages(
             &repair_orphans(&self.turns),
             &b.provider,
             b.replay_reasoning,
             &NoAttachments,
-        )?;
+        )
+        .map_err(|e| AttemptError::Session(e.into()))?;
         let request = wit::CompletionRequest {
             provider: b.provider.clone(),
             base_url: b.base_url.clone(),
@@ -273,7 +375,9 @@ impl ChatSession {
             .await;
         self.ui.on_thinking_stop();
         self.ui.on_stream_end();
-        outcome?.map_err(|e| SessionError::Provider(format!("{e:?}")))?;
+        outcome
+            .map_err(|e| AttemptError::Session(e.into()))?
+            .map_err(AttemptError::Provider)?;
         let acc = std::mem::take(&mut *collector.acc());
         if let Some(u) = &acc.usage {
             self.ui

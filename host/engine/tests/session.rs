@@ -61,6 +61,7 @@ impl SessionUi for Ui {
 }
 
 struct Fixture {
+    binding: ModelBinding,
     llm: ScriptedLlm,
     ui: Arc<Ui>,
     session: ChatSession,
@@ -130,17 +131,17 @@ async fn fixture(script: Vec<Step>, skip_permissions: bool) -> Fixture {
         replay_reasoning: false,
     };
     let session = ChatSession::new(
-        binding,
+        binding.clone(),
         Arc::new(tools),
         ui.clone(),
         SessionConfig {
-            session_id: "ws_test".into(),
-            workspace: ws.clone(),
             skip_permissions,
-            tool_truncation: None,
+            retry_base: Duration::from_millis(20),
+            ..SessionConfig::new("ws_test", ws.clone())
         },
     );
     Fixture {
+        binding,
         llm,
         ui,
         session,
@@ -343,4 +344,116 @@ async fn a_provider_error_surfaces_and_sets_the_error_state() {
         f.ui.states.lock().unwrap().last(),
         Some(&SessionState::Error)
     );
+}
+
+#[tokio::test]
+async fn rate_limits_and_server_errors_are_retried_with_backoff() {
+    let mut f = fixture(
+        vec![
+            Step::Status {
+                status: 429,
+                headers: vec![("retry-after".into(), "0.3".into())],
+                body: r#"{"error":{"message":"slow down"}}"#.into(),
+            },
+            Step::Status {
+                status: 503,
+                headers: Vec::new(),
+                body: "busy".into(),
+            },
+            Step::Disconnect {
+                frames: openai::text(&["par"])[..2].to_vec(),
+            },
+            sse(openai::text(&["finally"])),
+        ],
+        false,
+    )
+    .await;
+    let started = std::time::Instant::now();
+    f.session.send("hi").await.unwrap();
+    let took = started.elapsed();
+    assert_eq!(f.llm.requests().len(), 4, "three failures, then success");
+    // retry-after 0.3 s beats the 20 ms backoff; then 40 ms and 80 ms.
+    assert!(took >= Duration::from_millis(300 + 40 + 80), "{took:?}");
+    assert_eq!(f.session.turns().last().unwrap().text_content(), "finally");
+}
+
+#[tokio::test]
+async fn retries_stop_after_four_attempts_and_auth_errors_are_not_retried() {
+    let fail = || Step::Status {
+        status: 500,
+        headers: Vec::new(),
+        body: "down".into(),
+    };
+    let mut f = fixture(vec![fail(), fail(), fail(), fail()], false).await;
+    let err = f.session.send("hi").await.unwrap_err();
+    assert!(err.to_string().contains("500"), "{err}");
+    assert_eq!(f.llm.requests().len(), 4);
+
+    let mut g = fixture(
+        vec![Step::Status {
+            status: 401,
+            headers: Vec::new(),
+            body: "{}".into(),
+        }],
+        false,
+    )
+    .await;
+    assert!(g.session.send("hi").await.is_err());
+    assert_eq!(g.llm.requests().len(), 1, "auth errors are final");
+}
+
+#[tokio::test]
+async fn an_unreachable_primary_falls_back_to_the_next_model() {
+    let f = fixture(vec![sse(openai::text(&["from the fallback"]))], false).await;
+    // The primary points at a port nothing listens on (and is granted for it).
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead_port = dead.local_addr().unwrap().port();
+    drop(dead);
+    let rt = Runtime::new(RuntimeOptions {
+        cache_dir: Some(root().join("target/test-cache")),
+        ..Default::default()
+    })
+    .unwrap();
+    let grant = toml::from_str(&format!(
+        "http = [\"127.0.0.1:{dead_port}\"]\nsecrets = [\"api_key\"]"
+    ))
+    .unwrap();
+    let dead_provider = rt
+        .load(
+            PluginSource {
+                dir: root().join("target/components/openai"),
+                builtin: true,
+            },
+            PluginSettings {
+                grant: Some(grant),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let primary = ModelBinding {
+        plugin: Arc::new(dead_provider),
+        base_url: format!("http://127.0.0.1:{dead_port}/v1"),
+        model: "primary-model".into(),
+        ..f.binding.clone()
+    };
+    let ui = f.ui.clone();
+    let tools = Arc::new(PluginRegistry::default());
+    let mut session = ChatSession::new(
+        primary,
+        tools,
+        ui.clone(),
+        SessionConfig {
+            retry_base: Duration::from_millis(5),
+            ..SessionConfig::new("ws_fb", f.ws.clone())
+        },
+    )
+    .with_fallbacks(vec![f.binding.clone()]);
+    session.send("hi").await.unwrap();
+    assert_eq!(
+        session.turns().last().unwrap().text_content(),
+        "from the fallback"
+    );
+    assert_eq!(f.llm.requests().len(), 1);
+    assert_eq!(f.llm.requests()[0].body["model"], "gpt-4o-mini");
 }
