@@ -454,9 +454,10 @@ macro_rules! impl_ws_and_turns {
                     "SELECT ",
                     $crate::ops_ws::ws_cols!(),
                     ", n, last_activity FROM workstreams w JOIN \
-                     (SELECT ws_id AS cws, COUNT(*) AS n, MAX(timestamp) AS last_activity FROM conversations GROUP BY ws_id) c \
+                     (SELECT ws_id AS cws, COUNT(*) AS n, MAX(timestamp) AS last_activity, MAX(id) AS last_id \
+                     FROM conversations GROUP BY ws_id) c \
                      ON c.cws = w.ws_id WHERE w.state <> 'creating' AND ($1 IS NULL OR w.user_id = $1) \
-                     ORDER BY last_activity DESC, w.ws_id LIMIT $2 OFFSET $3"
+                     ORDER BY last_id DESC LIMIT $2 OFFSET $3"
                 ))
                 .bind(user_id)
                 .bind(limit.clamp(0, 10_000))
