@@ -16,6 +16,7 @@ pub mod config;
 pub mod error;
 mod migrate;
 mod ops_other;
+mod ops_turns;
 mod ops_ws;
 pub mod postgres;
 pub mod sqlite;

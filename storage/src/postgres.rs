@@ -3,6 +3,7 @@
 use crate::error::Result;
 use crate::migrate::check_and_run;
 use crate::ops_other::impl_other;
+use crate::ops_turns::impl_turns;
 use crate::ops_ws::impl_ws_and_turns;
 use crate::types::SearchFilter;
 use sqlx::postgres::{PgPool, PgPoolOptions, PgRow};
@@ -71,6 +72,7 @@ pub(crate) fn redact(url: &str) -> String {
 }
 
 impl_ws_and_turns!(PgStore, sqlx::Postgres);
+impl_turns!(PgStore, sqlx::Postgres);
 impl_other!(PgStore, sqlx::Postgres);
 
 impl crate::backend::Backend for PgStore {
