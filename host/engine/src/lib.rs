@@ -4,10 +4,11 @@
 //! repair ([`repair`]), tool-output truncation ([`truncate`]), lowering to the
 //! provider WIT ([`lower`]), the front-end trait ([`ui`]) and a first
 //! conversation loop ([`session`]: stream, prepare, approve, execute in
-//! parallel). Persistence, retry/fallback, cancel, compaction and the model
-//! registry are still to come.
+//! parallel, retry and fallback, persistence and resume via [`persist`]).
+//! Cancel, compaction and the model registry are still to come.
 
 pub mod lower;
+pub mod persist;
 pub mod repair;
 pub mod session;
 pub mod truncate;

@@ -2,8 +2,8 @@
 //! them (at most four at once), append the results, and loop until the model
 //! answers without tool calls.
 //!
-//! Not yet here (they build on this): persistence through the storage crate,
-//! retry/fallback, cancel, compaction, the model registry and message queueing.
+//! Not yet here (they build on this): cancel, compaction, the model registry
+//! and message queueing.
 
 use crate::lower::{AttachmentResolver, to_wit_messages};
 use crate::repair::repair_orphans;
@@ -114,6 +114,12 @@ pub enum SessionError {
     /// History could not be lowered for the provider.
     #[error(transparent)]
     Lower(#[from] crate::lower::LowerError),
+    /// A turn could not be saved or loaded; the turn was not lost from memory.
+    #[error("storage: {0}")]
+    Storage(#[from] turnstone_storage::StorageError),
+    /// A stored turn could not be decoded.
+    #[error(transparent)]
+    Decode(#[from] crate::persist::DecodeError),
 }
 
 #[derive(Default)]
@@ -201,6 +207,7 @@ type Runnable = (Arc<LoadedPlugin>, String);
 pub struct ChatSession {
     binding: ModelBinding,
     fallbacks: Vec<ModelBinding>,
+    store: Option<(turnstone_storage::Storage, String)>,
     tools: Arc<PluginRegistry>,
     ui: Arc<dyn SessionUi>,
     cfg: SessionConfig,
@@ -221,6 +228,7 @@ impl ChatSession {
         Self {
             binding,
             fallbacks: Vec::new(),
+            store: None,
             tools,
             ui,
             cfg,
@@ -237,6 +245,43 @@ impl ChatSession {
         self
     }
 
+    /// Persists every turn to workstream `ws_id` as it is appended.
+    pub fn with_storage(
+        mut self,
+        storage: turnstone_storage::Storage,
+        ws_id: impl Into<String>,
+    ) -> Self {
+        self.store = Some((storage, ws_id.into()));
+        self
+    }
+
+    /// Loads the workstream's history (bounded by its latest valid compaction
+    /// checkpoint) so the session continues where it stopped. An interrupted
+    /// tool batch is repaired before the next model request.
+    pub async fn resume(mut self) -> Result<Self, SessionError> {
+        use turnstone_storage::types::LoadMode;
+        let Some((db, ws_id)) = &self.store else {
+            return Ok(self);
+        };
+        let rows = db.load_turns(ws_id, LoadMode::Resume).await?;
+        self.turns = rows
+            .iter()
+            .map(crate::persist::from_row)
+            .collect::<Result<_, _>>()?;
+        Ok(self)
+    }
+
+    async fn append(&mut self, turn: Turn) -> Result<(), SessionError> {
+        let saved = match &self.store {
+            Some((db, ws_id)) => db.save_turn(ws_id, &crate::persist::to_row(&turn)).await,
+            None => Ok(0),
+        };
+        // Keep the turn in memory even when saving failed: nothing is lost, and
+        // the caller sees the error.
+        self.turns.push(turn);
+        saved.map(|_| ()).map_err(SessionError::from)
+    }
+
     /// The canonical history.
     pub fn turns(&self) -> &[Turn] {
         &self.turns
@@ -248,7 +293,18 @@ impl ChatSession {
 
     /// Sends user input and runs the loop until the model stops calling tools.
     pub async fn send(&mut self, input: &str) -> Result<(), SessionError> {
-        self.turns.push(Turn::text(Role::User, input));
+        let result = self.send_inner(input).await;
+        if let Err(e) = &result
+            && !matches!(e, SessionError::Provider(_) | SessionError::Plugin(_))
+        {
+            self.ui.on_error(&e.to_string());
+            self.state(SessionState::Error);
+        }
+        result
+    }
+
+    async fn send_inner(&mut self, input: &str) -> Result<(), SessionError> {
+        self.append(Turn::text(Role::User, input)).await?;
         loop {
             let assistant = match self.stream_turn().await {
                 Ok(t) => t,
@@ -259,14 +315,16 @@ impl ChatSession {
                 }
             };
             let calls = assistant.tool_calls.clone();
-            self.turns.push(assistant);
+            self.append(assistant).await?;
             self.ui.on_turn_commit();
             if calls.is_empty() {
                 self.state(SessionState::Idle);
                 return Ok(());
             }
             let results = self.run_tools(&calls).await;
-            self.turns.extend(results);
+            for r in results {
+                self.append(r).await?;
+            }
         }
     }
 

@@ -62,6 +62,7 @@ impl SessionUi for Ui {
 
 struct Fixture {
     binding: ModelBinding,
+    tools: Arc<PluginRegistry>,
     llm: ScriptedLlm,
     ui: Arc<Ui>,
     session: ChatSession,
@@ -116,6 +117,7 @@ async fn fixture(script: Vec<Step>, skip_permissions: bool) -> Fixture {
     )
     .await;
     assert!(tools.tool("read_file").is_some() && tools.tool("write").is_some());
+    let tools = Arc::new(tools);
     let ui = Arc::new(Ui::default());
     let binding = ModelBinding {
         plugin: Arc::new(provider),
@@ -132,7 +134,7 @@ async fn fixture(script: Vec<Step>, skip_permissions: bool) -> Fixture {
     };
     let session = ChatSession::new(
         binding.clone(),
-        Arc::new(tools),
+        tools.clone(),
         ui.clone(),
         SessionConfig {
             skip_permissions,
@@ -142,11 +144,18 @@ async fn fixture(script: Vec<Step>, skip_permissions: bool) -> Fixture {
     );
     Fixture {
         binding,
+        tools,
         llm,
         ui,
         session,
         ws,
         _dir: dir,
+    }
+}
+
+impl Fixture {
+    fn session_tools(&self) -> Arc<PluginRegistry> {
+        self.tools.clone()
     }
 }
 
@@ -456,4 +465,159 @@ async fn an_unreachable_primary_falls_back_to_the_next_model() {
     );
     assert_eq!(f.llm.requests().len(), 1);
     assert_eq!(f.llm.requests()[0].body["model"], "gpt-4o-mini");
+}
+
+async fn sqlite() -> (tempfile::TempDir, turnstone_storage::Storage) {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = turnstone_storage::DbConfig {
+        path: Some(dir.path().join("s.db")),
+        ..Default::default()
+    };
+    (dir, turnstone_storage::open(&cfg).await.unwrap())
+}
+
+async fn new_workstream(db: &turnstone_storage::Storage) -> String {
+    use turnstone_storage::prelude::*;
+    let r = db
+        .create_workstream(&NewWorkstream::default())
+        .await
+        .unwrap();
+    db.publish_workstream(&r).await.unwrap();
+    r.ws_id
+}
+
+#[tokio::test]
+async fn every_turn_persists_and_a_resumed_session_continues() {
+    use turnstone_storage::prelude::*;
+    let (_d, db) = sqlite().await;
+    let ws = new_workstream(&db).await;
+    let f = fixture(Vec::new(), false).await;
+    std::fs::write(f.ws.join("n.txt"), "beta\n").unwrap();
+    f.llm.push(sse(openai::tool_call(
+        "call_1",
+        "read_file",
+        &["{\"path\": \"n.txt\"}"],
+    )));
+    f.llm.push(sse(openai::text(&["It says beta."])));
+    f.llm.push(sse(openai::text(&["You asked about n.txt."])));
+    let session = ChatSession::new(
+        f.binding.clone(),
+        f.session_tools(),
+        f.ui.clone(),
+        SessionConfig::new(ws.clone(), f.ws.clone()),
+    )
+    .with_storage(db.clone(), ws.clone());
+    let mut session = session;
+    session.send("read n.txt").await.unwrap();
+    let rows = db.load_turns(&ws, LoadMode::Resume).await.unwrap();
+    let roles: Vec<Role> = rows.iter().map(|r| r.role).collect();
+    assert_eq!(
+        roles,
+        [Role::User, Role::Assistant, Role::Tool, Role::Assistant]
+    );
+    assert_eq!(
+        rows[1]
+            .tool_calls
+            .as_deref()
+            .map(|t| t.contains("{\\\"path\\\": \\\"n.txt\\\"}")),
+        Some(true)
+    );
+    assert_eq!(rows[2].content.as_deref(), Some("     1\tbeta\n"));
+    drop(session);
+
+    // A new process: resume from storage and continue the same conversation.
+    let mut resumed = ChatSession::new(
+        f.binding.clone(),
+        f.session_tools(),
+        f.ui.clone(),
+        SessionConfig::new(ws.clone(), f.ws.clone()),
+    )
+    .with_storage(db.clone(), ws.clone())
+    .resume()
+    .await
+    .unwrap();
+    assert_eq!(resumed.turns().len(), 4);
+    resumed.send("what did I ask?").await.unwrap();
+    let last_req = f.llm.requests().pop().unwrap();
+    let msgs = last_req.body["messages"].as_array().unwrap();
+    assert_eq!(msgs.len(), 5, "the whole history goes back to the model");
+    assert_eq!(msgs[2]["content"], "     1\tbeta\n");
+    assert_eq!(db.count_turns(&ws).await.unwrap(), 6);
+}
+
+#[tokio::test]
+async fn an_interrupted_tool_batch_is_repaired_on_resume() {
+    use turnstone_storage::prelude::*;
+    let (_d, db) = sqlite().await;
+    let ws = new_workstream(&db).await;
+    // What a killed process leaves behind: tool calls without results.
+    db.save_turn(&ws, &NewTurn::text(Role::User, "run two things"))
+        .await
+        .unwrap();
+    db.save_turn(
+        &ws,
+        &NewTurn {
+            tool_calls: Some(r#"[{"id":"call_1","name":"write","arguments":"{}"},{"id":"call_2","name":"write","arguments":"{}"}]"#.into()),
+            ..NewTurn::text(Role::Assistant, "")
+        },
+    )
+    .await
+    .unwrap();
+    let f = fixture(
+        vec![sse(openai::text(&["Let me check what happened."]))],
+        false,
+    )
+    .await;
+    let mut s = ChatSession::new(
+        f.binding.clone(),
+        f.session_tools(),
+        f.ui.clone(),
+        SessionConfig::new(ws.clone(), f.ws.clone()),
+    )
+    .with_storage(db.clone(), ws.clone())
+    .resume()
+    .await
+    .unwrap();
+    s.send("did it work?").await.unwrap();
+    let msgs = f.llm.requests()[0].body["messages"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let roles: Vec<&str> = msgs.iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["user", "assistant", "tool", "tool", "user"]);
+    assert!(
+        msgs[2]["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("Tool execution was cancelled. Outcome UNKNOWN")
+    );
+    assert_eq!(msgs[3]["tool_call_id"], "call_2");
+}
+
+#[tokio::test]
+async fn a_storage_failure_is_reported_and_the_turn_kept_in_memory() {
+    let (_d, db) = sqlite().await;
+    let f = fixture(Vec::new(), false).await;
+    // The workstream does not exist: every save fails with a typed error.
+    let mut s = ChatSession::new(
+        f.binding.clone(),
+        f.session_tools(),
+        f.ui.clone(),
+        SessionConfig::new("ghost", f.ws.clone()),
+    )
+    .with_storage(db, "ghost");
+    let err = s.send("hello").await.unwrap_err();
+    assert!(
+        err.to_string().contains("unknown workstream ghost"),
+        "{err}"
+    );
+    assert_eq!(s.turns().len(), 1, "nothing is lost from memory");
+    assert!(
+        f.llm.requests().is_empty(),
+        "no model call after a failed save"
+    );
+    assert_eq!(
+        f.ui.states.lock().unwrap().last(),
+        Some(&SessionState::Error)
+    );
 }
