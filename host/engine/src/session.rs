@@ -2,23 +2,29 @@
 //! them (at most four at once), append the results, and loop until the model
 //! answers without tool calls.
 //!
-//! Not yet here (they build on this): cancel, compaction, the model registry
-//! and message queueing.
+//! Not yet here (they build on this): compaction, the model registry and
+//! message queueing.
 
 use crate::lower::{AttachmentResolver, to_wit_messages};
-use crate::repair::repair_orphans;
+use crate::repair::{CANCELLED_UNKNOWN, repair_orphans};
 use crate::truncate::{default_limit, truncate_output};
-use crate::turn::{ProviderNative, Role, ToolCall, Turn};
+use crate::turn::{EffectStatus, ProviderNative, Role, ToolCall, Turn};
 use crate::ui::{Approval, PendingTool, SessionState, SessionUi};
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
+use tokio_util::sync::CancellationToken;
 use turnstone_runtime::bindings::v0_1_0::provider::turnstone::plugin::provider_types as wit;
 use turnstone_runtime::plugin::ProviderEventSink;
-use turnstone_runtime::{CallContext, LoadedPlugin, PluginRegistry, SecretSource, ToolOutputSink};
+use turnstone_runtime::{
+    CallContext, CallError, LoadedPlugin, PluginRegistry, SecretSource, ToolOutputSink,
+};
 
 /// Tool calls that may run at the same time.
 pub const MAX_PARALLEL_TOOLS: usize = 4;
+/// Result text of a call that was cancelled before it started.
+pub const NOT_STARTED: &str =
+    "Tool execution was cancelled before this call started; it did not run.";
 /// Attempts per model call (1 + 3 retries).
 pub const MAX_ATTEMPTS: u32 = 4;
 
@@ -120,6 +126,31 @@ pub enum SessionError {
     /// A stored turn could not be decoded.
     #[error(transparent)]
     Decode(#[from] crate::persist::DecodeError),
+    /// The turn was cancelled; partial output and tool outcomes were recorded.
+    #[error("cancelled")]
+    Cancelled,
+}
+
+/// Cancels whatever the session is doing (stream, approval wait, tools).
+#[derive(Clone, Default)]
+pub struct CancelHandle {
+    current: Arc<Mutex<CancellationToken>>,
+}
+
+impl CancelHandle {
+    /// Cancels the running turn, if any.
+    pub fn cancel(&self) {
+        self.current
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .cancel();
+    }
+
+    fn fresh(&self) -> CancellationToken {
+        let token = CancellationToken::new();
+        *self.current.lock().unwrap_or_else(|p| p.into_inner()) = token.clone();
+        token
+    }
 }
 
 #[derive(Default)]
@@ -178,6 +209,14 @@ impl ProviderEventSink for Collector {
 enum AttemptError {
     Provider(wit::ProviderError),
     Session(SessionError),
+    Cancelled(String),
+}
+
+/// How a model turn ended without a reply.
+enum StreamFailure {
+    Error(SessionError),
+    /// Cancelled, with the partial text streamed so far.
+    Cancelled(String),
 }
 
 struct NoAttachments;
@@ -215,6 +254,8 @@ pub struct ChatSession {
     always: HashSet<String>,
     next_cycle: u64,
     next_call: u64,
+    cancel: CancelHandle,
+    token: CancellationToken,
 }
 
 impl ChatSession {
@@ -236,6 +277,8 @@ impl ChatSession {
             always: HashSet::new(),
             next_cycle: 1,
             next_call: 1,
+            cancel: CancelHandle::default(),
+            token: CancellationToken::new(),
         }
     }
 
@@ -282,6 +325,11 @@ impl ChatSession {
         saved.map(|_| ()).map_err(SessionError::from)
     }
 
+    /// A handle that cancels the running turn from another task.
+    pub fn cancel_handle(&self) -> CancelHandle {
+        self.cancel.clone()
+    }
+
     /// The canonical history.
     pub fn turns(&self) -> &[Turn] {
         &self.turns
@@ -295,7 +343,10 @@ impl ChatSession {
     pub async fn send(&mut self, input: &str) -> Result<(), SessionError> {
         let result = self.send_inner(input).await;
         if let Err(e) = &result
-            && !matches!(e, SessionError::Provider(_) | SessionError::Plugin(_))
+            && !matches!(
+                e,
+                SessionError::Provider(_) | SessionError::Plugin(_) | SessionError::Cancelled
+            )
         {
             self.ui.on_error(&e.to_string());
             self.state(SessionState::Error);
@@ -304,11 +355,21 @@ impl ChatSession {
     }
 
     async fn send_inner(&mut self, input: &str) -> Result<(), SessionError> {
+        self.token = self.cancel.fresh();
         self.append(Turn::text(Role::User, input)).await?;
         loop {
             let assistant = match self.stream_turn().await {
                 Ok(t) => t,
-                Err(e) => {
+                Err(StreamFailure::Cancelled(partial)) => {
+                    // Keep what was said, marked as interrupted; its tool calls never ran.
+                    let mut turn = Turn::text(Role::Assistant, partial);
+                    turn.meta.interrupted = true;
+                    self.append(turn).await?;
+                    self.ui.on_info("Cancelled.");
+                    self.state(SessionState::Idle);
+                    return Err(SessionError::Cancelled);
+                }
+                Err(StreamFailure::Error(e)) => {
                     self.ui.on_error(&e.to_string());
                     self.state(SessionState::Error);
                     return Err(e);
@@ -324,6 +385,11 @@ impl ChatSession {
             let results = self.run_tools(&calls).await;
             for r in results {
                 self.append(r).await?;
+            }
+            if self.token.is_cancelled() {
+                self.ui.on_info("Cancelled.");
+                self.state(SessionState::Idle);
+                return Err(SessionError::Cancelled);
             }
         }
     }
@@ -353,7 +419,7 @@ impl ChatSession {
     }
 
     /// One model turn with the retry ladder, then the fallback models.
-    async fn stream_turn(&mut self) -> Result<Turn, SessionError> {
+    async fn stream_turn(&mut self) -> Result<Turn, StreamFailure> {
         self.ui.on_turn_start();
         self.state(SessionState::Thinking);
         let bindings: Vec<ModelBinding> = std::iter::once(self.binding.clone())
@@ -368,11 +434,16 @@ impl ChatSession {
             for attempt in 0..MAX_ATTEMPTS {
                 match self.attempt(b).await {
                     Ok(turn) => return Ok(turn),
-                    Err(AttemptError::Session(e)) => return Err(e),
+                    Err(AttemptError::Session(e)) => return Err(StreamFailure::Error(e)),
+                    Err(AttemptError::Cancelled(partial)) => {
+                        return Err(StreamFailure::Cancelled(partial));
+                    }
                     Err(AttemptError::Provider(e)) => {
                         let message = format!("{e:?}");
                         match recovery(&e) {
-                            Recovery::Fatal => return Err(SessionError::Provider(message)),
+                            Recovery::Fatal => {
+                                return Err(StreamFailure::Error(SessionError::Provider(message)));
+                            }
                             Recovery::Unreachable => {
                                 last_err = Some(message);
                                 break;
@@ -389,16 +460,21 @@ impl ChatSession {
                                     wait.as_secs_f64(),
                                     attempt + 2
                                 ));
-                                tokio::time::sleep(wait).await;
+                                tokio::select! {
+                                    () = tokio::time::sleep(wait) => {}
+                                    () = self.token.cancelled() => {
+                                        return Err(StreamFailure::Cancelled(String::new()));
+                                    }
+                                }
                             }
                         }
                     }
                 }
             }
         }
-        Err(SessionError::Provider(
+        Err(StreamFailure::Error(SessionError::Provider(
             last_err.unwrap_or_else(|| "no model available".into()),
-        ))
+        )))
     }
 
     async fn attempt(&mut self, b: &ModelBinding) -> Result<Turn, AttemptError> {
@@ -429,10 +505,22 @@ impl ChatSession {
         });
         let outcome = b
             .plugin
-            .provider_complete(&request, collector.clone(), b.secrets.clone(), None)
+            .provider_complete(
+                &request,
+                collector.clone(),
+                b.secrets.clone(),
+                Some(&self.token),
+            )
             .await;
         self.ui.on_thinking_stop();
         self.ui.on_stream_end();
+        let cancelled = matches!(outcome, Err(CallError::Cancelled { .. }))
+            || matches!(outcome, Ok(Err(wit::ProviderError::Cancelled)));
+        if cancelled {
+            return Err(AttemptError::Cancelled(std::mem::take(
+                &mut collector.acc().text,
+            )));
+        }
         outcome
             .map_err(|e| AttemptError::Session(e.into()))?
             .map_err(AttemptError::Provider)?;
@@ -551,7 +639,10 @@ impl ChatSession {
             let cycle = self.next_cycle;
             self.next_cycle += 1;
             let items: Vec<PendingTool> = prepared.iter().map(|(p, _)| p.clone()).collect();
-            approval = self.ui.approve_tools(cycle, &items).await;
+            approval = tokio::select! {
+                a = self.ui.approve_tools(cycle, &items) => a,
+                () = self.token.cancelled() => Approval { approved: false, always: false, feedback: None },
+            };
             if approval.approved && approval.always {
                 for (p, _) in &prepared {
                     if p.needs_approval {
@@ -580,23 +671,45 @@ impl ChatSession {
                 };
                 let denied = item.needs_approval && !approval.approved;
                 let feedback = feedback.clone();
+                let token = self.token.clone();
                 async move {
+                    let mut effect = None;
                     let (mut output, is_error) = if let Some(err) = item.error {
                         (err, true)
+                    } else if token.is_cancelled() {
+                        effect = Some(EffectStatus::None);
+                        (NOT_STARTED.to_string(), true)
                     } else if denied {
                         (
                             "The user denied this tool call; it did not run.".to_string(),
                             true,
                         )
                     } else if let Some((plugin, args)) = runnable {
-                        let _permit = gate.acquire().await;
-                        let sink = Arc::new(ChunkForwarder {
-                            ui: ui.clone(),
-                            call_id: call.id.clone(),
-                        });
-                        match plugin.execute(&call.name, &args, &ctx, sink, None).await {
-                            Ok(r) => (truncate_output(&r.output, limit).into_owned(), r.is_error),
-                            Err(e) => (format!("Error: {e}"), true),
+                        let permit = tokio::select! {
+                            p = gate.acquire() => p.ok(),
+                            () = token.cancelled() => None,
+                        };
+                        if permit.is_none() || token.is_cancelled() {
+                            effect = Some(EffectStatus::None);
+                            (NOT_STARTED.to_string(), true)
+                        } else {
+                            let sink = Arc::new(ChunkForwarder {
+                                ui: ui.clone(),
+                                call_id: call.id.clone(),
+                            });
+                            match plugin
+                                .execute(&call.name, &args, &ctx, sink, Some(&token))
+                                .await
+                            {
+                                Ok(r) => {
+                                    (truncate_output(&r.output, limit).into_owned(), r.is_error)
+                                }
+                                Err(CallError::Cancelled { .. }) => {
+                                    effect = Some(EffectStatus::Unknown);
+                                    (CANCELLED_UNKNOWN.to_string(), true)
+                                }
+                                Err(e) => (format!("Error: {e}"), true),
+                            }
                         }
                     } else {
                         ("Error: the call could not be prepared".to_string(), true)
@@ -605,7 +718,9 @@ impl ChatSession {
                         output.push_str(&format!("\n\nUser feedback: {f}"));
                     }
                     ui.on_tool_result(&call.id, &call.name, &output, is_error);
-                    Turn::tool_result(call, output, is_error)
+                    let mut turn = Turn::tool_result(call, output, is_error);
+                    turn.meta.effect = effect;
+                    turn
                 }
             });
         futures::future::join_all(jobs).await

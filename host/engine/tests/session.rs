@@ -46,11 +46,12 @@ impl SessionUi for Ui {
     }
     async fn approve_tools(&self, cycle: u64, items: &[PendingTool]) -> Approval {
         self.prompts.lock().unwrap().push((cycle, items.to_vec()));
-        self.answers
-            .lock()
-            .unwrap()
-            .pop_front()
-            .expect("an approval answer was scripted")
+        let answer = self.answers.lock().unwrap().pop_front();
+        match answer {
+            Some(a) => a,
+            // No scripted answer: the user never responds (until a cancel).
+            None => std::future::pending().await,
+        }
     }
     fn on_tool_result(&self, _id: &str, _name: &str, output: &str, is_error: bool) {
         self.results
@@ -620,4 +621,99 @@ async fn a_storage_failure_is_reported_and_the_turn_kept_in_memory() {
         f.ui.states.lock().unwrap().last(),
         Some(&SessionState::Error)
     );
+}
+
+#[tokio::test]
+async fn cancel_mid_stream_keeps_the_partial_text_marked_interrupted() {
+    let mut f = fixture(
+        vec![Step::Sse {
+            frames: openai::text(&["one ", "two ", "three ", "four"]),
+            gap: Duration::from_millis(250),
+        }],
+        false,
+    )
+    .await;
+    let cancel = f.session.cancel_handle();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        cancel.cancel();
+    });
+    let started = std::time::Instant::now();
+    let err = f.session.send("count").await.unwrap_err();
+    assert!(
+        matches!(err, turnstone_engine::session::SessionError::Cancelled),
+        "{err}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_millis(1500),
+        "{:?}",
+        started.elapsed()
+    );
+    let last = f.session.turns().last().unwrap().clone();
+    assert_eq!(last.role, Role::Assistant);
+    assert!(last.meta.interrupted);
+    let text = last.text_content();
+    assert!(
+        text.starts_with("one ") && !text.contains("four"),
+        "{text:?}"
+    );
+    assert_eq!(
+        f.ui.states.lock().unwrap().last(),
+        Some(&SessionState::Idle)
+    );
+}
+
+#[tokio::test]
+async fn cancel_mid_tool_records_unknown_and_unstarted_calls_as_none() {
+    use turnstone_engine::turn::EffectStatus;
+    let mut f = fixture(Vec::new(), true).await;
+    f.llm.push(sse(openai::tool_call(
+        "call_1",
+        "sleep",
+        &["{\"ms\": 20000}"],
+    )));
+    let cancel = f.session.cancel_handle();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        cancel.cancel();
+    });
+    let started = std::time::Instant::now();
+    assert!(f.session.send("sleep").await.is_err());
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    let last = f.session.turns().last().unwrap().clone();
+    assert_eq!(last.role, Role::Tool);
+    assert_eq!(
+        last.meta.effect,
+        Some(EffectStatus::Unknown),
+        "it may have run"
+    );
+    assert!(
+        last.text_content()
+            .starts_with("Tool execution was cancelled. Outcome UNKNOWN")
+    );
+    assert_eq!(f.llm.requests().len(), 1, "no model call after a cancel");
+
+    // Cancelled while waiting for approval: nothing started.
+    let mut g = fixture(Vec::new(), false).await;
+    let path = g.ws.join("never.txt");
+    let args = serde_json::json!({"path": path, "content": "x"}).to_string();
+    g.llm
+        .push(sse(openai::tool_call("call_9", "write", &[&args])));
+    let cancel = g.session.cancel_handle();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        cancel.cancel();
+    });
+    assert!(g.session.send("write").await.is_err());
+    let last = g.session.turns().last().unwrap().clone();
+    assert_eq!(last.meta.effect, Some(EffectStatus::None));
+    assert!(!path.exists());
+    // The next send works normally on a fresh turn.
+    g.llm.push(sse(openai::text(&["ready"])));
+    g.session.send("again").await.unwrap();
+    assert_eq!(g.session.turns().last().unwrap().text_content(), "ready");
 }
