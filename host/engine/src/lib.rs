@@ -8,6 +8,7 @@
 //! and cancel. Compaction and the model registry are still to come.
 
 pub mod lower;
+pub mod models;
 pub mod persist;
 pub mod repair;
 pub mod session;

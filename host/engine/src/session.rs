@@ -53,6 +53,44 @@ pub struct ModelBinding {
     pub capabilities: Option<String>,
     /// Replay stored reasoning to the provider that produced it.
     pub replay_reasoning: bool,
+    /// The alias's FIFO admission gate (at most `max_concurrency` generations).
+    pub admission: Option<Arc<tokio::sync::Semaphore>>,
+}
+
+/// The per-call secret source carrying an alias's API key.
+struct AliasKey(String);
+
+impl SecretSource for AliasKey {
+    fn secret(&self, name: &str) -> Option<String> {
+        (name == "api_key").then(|| self.0.clone())
+    }
+}
+
+impl ModelBinding {
+    /// The binding for a registry alias served by `plugin`.
+    pub fn from_alias(alias: &crate::models::Alias, plugin: Arc<LoadedPlugin>) -> Self {
+        let c = &alias.config;
+        Self {
+            plugin,
+            provider: alias.provider.clone(),
+            base_url: alias.base_url.clone(),
+            model: c.model.clone(),
+            context_window: c.context_window.unwrap_or(128_000),
+            secrets: alias
+                .api_key
+                .clone()
+                .map(|k| Arc::new(AliasKey(k)) as Arc<dyn SecretSource>),
+            temperature: c.temperature,
+            max_tokens: c.max_tokens,
+            reasoning_effort: c.reasoning_effort.clone(),
+            capabilities: c
+                .capabilities
+                .as_ref()
+                .map(|m| serde_json::Value::Object(m.clone()).to_string()),
+            replay_reasoning: false,
+            admission: alias.admission.clone(),
+        }
+    }
 }
 
 /// Session settings.
@@ -503,6 +541,15 @@ impl ChatSession {
             ui: self.ui.clone(),
             acc: Mutex::new(Accum::default()),
         });
+        // Hold the alias's admission permit for the whole stream; it is released
+        // when this attempt ends, before any retry backoff.
+        let _permit = match &b.admission {
+            Some(gate) => tokio::select! {
+                p = gate.clone().acquire_owned() => p.ok(),
+                () = self.token.cancelled() => return Err(AttemptError::Cancelled(String::new())),
+            },
+            None => None,
+        };
         let outcome = b
             .plugin
             .provider_complete(

@@ -132,6 +132,7 @@ async fn fixture(script: Vec<Step>, skip_permissions: bool) -> Fixture {
         reasoning_effort: None,
         capabilities: None,
         replay_reasoning: false,
+        admission: None,
     };
     let session = ChatSession::new(
         binding.clone(),
@@ -716,4 +717,76 @@ async fn cancel_mid_tool_records_unknown_and_unstarted_calls_as_none() {
     g.llm.push(sse(openai::text(&["ready"])));
     g.session.send("again").await.unwrap();
     assert_eq!(g.session.turns().last().unwrap().text_content(), "ready");
+}
+
+#[tokio::test]
+async fn max_concurrency_admits_one_generation_at_a_time() {
+    let f = fixture(Vec::new(), false).await;
+    for _ in 0..2 {
+        f.llm.push(Step::Sse {
+            frames: openai::text(&["a", "b", "c"]),
+            gap: Duration::from_millis(200),
+        });
+    }
+    let gate = Arc::new(tokio::sync::Semaphore::new(1));
+    let binding = ModelBinding {
+        admission: Some(gate.clone()),
+        ..f.binding.clone()
+    };
+    let mut tasks = Vec::new();
+    for i in 0..2 {
+        let mut s = ChatSession::new(
+            binding.clone(),
+            f.session_tools(),
+            f.ui.clone(),
+            SessionConfig::new(format!("ws{i}"), f.ws.clone()),
+        );
+        tasks.push(tokio::spawn(async move {
+            s.send("go").await.map(|_| s.turns().len())
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(
+        f.llm.requests().len(),
+        1,
+        "the second generation waits for the first"
+    );
+    for t in tasks {
+        assert_eq!(t.await.unwrap().unwrap(), 2);
+    }
+    assert_eq!(f.llm.requests().len(), 2);
+    assert_eq!(gate.available_permits(), 1, "permits are returned");
+}
+
+#[tokio::test]
+async fn a_registry_alias_becomes_a_working_binding() {
+    use turnstone_engine::models::{CliModel, ModelRegistry, ModelsConfig};
+    let f = fixture(vec![sse(openai::text(&["via alias"]))], false).await;
+    let cfg: ModelsConfig = toml::from_str(&format!(
+        "[models.local]\nprovider = \"openai-compatible\"\nbase_url = \"{}/v1\"\nmodel = \"m\"\napi_key = \"${{SCRIPTED_KEY}}\"\nmax_concurrency = 2\n",
+        f.llm.base_url()
+    ))
+    .unwrap();
+    let env = |k: &str| (k == "SCRIPTED_KEY").then(|| "sk-from-env".to_string());
+    let registry = ModelRegistry::build(&cfg, &CliModel::default(), &env, None).unwrap();
+    let alias = registry.alias(&registry.default).unwrap();
+    assert_eq!(
+        registry.provider_grants()["openai"].http,
+        [format!("127.0.0.1:{}", f.llm.port())]
+    );
+    let binding = ModelBinding::from_alias(alias, f.binding.plugin.clone());
+    let mut s = ChatSession::new(
+        binding,
+        f.session_tools(),
+        f.ui.clone(),
+        SessionConfig::new("ws_alias", f.ws.clone()),
+    );
+    s.send("hi").await.unwrap();
+    let req = &f.llm.requests()[0];
+    assert_eq!(req.header("authorization"), Some("Bearer sk-from-env"));
+    assert_eq!(req.body["model"], "m");
+    assert_eq!(
+        req.body["max_tokens"], 4096,
+        "openai-compatible sends max_tokens"
+    );
 }
