@@ -31,6 +31,48 @@ pub use bindings::turnstone::plugin::provider_types::{
     RateLimit, Role, ServerError, StreamEvent, ToolCall, ToolCallDelta, ToolDefinition, Usage,
 };
 
+/// The concatenated text parts of a message's content.
+pub fn text_of(parts: &[ContentPart]) -> String {
+    parts
+        .iter()
+        .filter_map(|p| match p {
+            ContentPart::Text(t) => Some(t.as_str()),
+            ContentPart::Image(_) => None,
+        })
+        .collect()
+}
+
+/// A parser for one provider's SSE stream.
+pub trait SseHandler {
+    /// Handles one event's `data` payload.
+    fn handle(&mut self, data: &str) -> Result<(), ProviderError>;
+    /// True once the terminal event arrived (reading stops early).
+    fn done(&self) -> bool;
+    /// Checks the stream ended properly.
+    fn end(&mut self) -> Result<(), ProviderError>;
+}
+
+/// Reads `response` to the end (or the handler's terminal event), feeding each
+/// SSE event to `handler`.
+pub fn drive_sse(
+    response: &mut crate::http::Response,
+    handler: &mut dyn SseHandler,
+) -> Result<(), ProviderError> {
+    let mut decoder = crate::sse::SseDecoder::default();
+    while let Some(chunk) = response.next_chunk().map_err(http_error)? {
+        for data in decoder.push(&chunk) {
+            handler.handle(&data)?;
+        }
+        if handler.done() {
+            return handler.end();
+        }
+    }
+    for data in decoder.finish() {
+        handler.handle(&data)?;
+    }
+    handler.end()
+}
+
 /// Sends one event to the host; false means "stop streaming now".
 pub fn emit(event: &StreamEvent) -> bool {
     bindings::turnstone::plugin::provider_events::emit(event)

@@ -3,7 +3,7 @@
 use crate::models::{Thinking, lookup};
 use serde_json::{Map, Value, json};
 use turnstone_plugin_sdk::provider::{
-    CompletionRequest, ContentPart, Message, ProviderError, Role,
+    CompletionRequest, ContentPart, Message, ProviderError, Role, text_of,
 };
 
 /// Default output budget when the request sets none.
@@ -22,16 +22,6 @@ const VALID_BLOCK_TYPES: &[&str] = &[
 
 fn bad(msg: impl Into<String>) -> ProviderError {
     ProviderError::BadRequest(msg.into())
-}
-
-fn text_of(parts: &[ContentPart]) -> String {
-    parts
-        .iter()
-        .filter_map(|p| match p {
-            ContentPart::Text(t) => Some(t.as_str()),
-            ContentPart::Image(_) => None,
-        })
-        .collect()
 }
 
 fn blocks_of(parts: &[ContentPart]) -> Vec<Value> {

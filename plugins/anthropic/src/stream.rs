@@ -4,12 +4,11 @@
 
 use crate::body::messages_body;
 use serde_json::{Value, json};
-use turnstone_plugin_sdk::http::{HttpError, Request};
+use turnstone_plugin_sdk::http::Request;
 use turnstone_plugin_sdk::provider::{
-    CompletionRequest, FinishReason, ProviderError, ServerError, StreamEvent, ToolCallDelta, Usage,
-    emit, http_error, status_error,
+    CompletionRequest, FinishReason, ProviderError, ServerError, SseHandler, StreamEvent,
+    ToolCallDelta, Usage, drive_sse, emit, http_error, status_error,
 };
-use turnstone_plugin_sdk::sse::SseDecoder;
 
 /// The Messages API version header value.
 pub const API_VERSION: &str = "2023-06-01";
@@ -253,26 +252,19 @@ pub fn complete(req: &CompletionRequest) -> Result<(), ProviderError> {
         return Err(status_error(status, &text, retry_after.as_deref()));
     }
     let mut sink = |ev: StreamEvent| emit(&ev);
-    let mut parser = MessagesStream::new(&mut sink);
-    let mut decoder = SseDecoder::default();
-    loop {
-        let chunk = match resp.next_chunk() {
-            Ok(Some(c)) => c,
-            Ok(None) => break,
-            Err(e @ HttpError::Transport(_)) => return Err(http_error(e)),
-            Err(e) => return Err(http_error(e)),
-        };
-        for data in decoder.push(&chunk) {
-            parser.handle(&data)?;
-        }
-        if parser.stopped {
-            break;
-        }
+    drive_sse(&mut resp, &mut MessagesStream::new(&mut sink))
+}
+
+impl SseHandler for MessagesStream<'_> {
+    fn handle(&mut self, data: &str) -> Result<(), ProviderError> {
+        MessagesStream::handle(self, data)
     }
-    for data in decoder.finish() {
-        parser.handle(&data)?;
+    fn done(&self) -> bool {
+        self.stopped
     }
-    parser.end()
+    fn end(&mut self) -> Result<(), ProviderError> {
+        MessagesStream::end(self)
+    }
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 
 use serde_json::{Map, Value, json};
 use turnstone_plugin_sdk::provider::{
-    CompletionRequest, ContentPart, Message, ModelCapabilities, ProviderError, Role,
+    CompletionRequest, ContentPart, Message, ModelCapabilities, ProviderError, Role, text_of,
 };
 
 /// Default output budget when the request sets none.
@@ -41,16 +41,6 @@ pub fn capabilities(model: &str) -> ModelCapabilities {
 
 fn bad(msg: impl Into<String>) -> ProviderError {
     ProviderError::BadRequest(msg.into())
-}
-
-fn text_of(parts: &[ContentPart]) -> String {
-    parts
-        .iter()
-        .filter_map(|p| match p {
-            ContentPart::Text(t) => Some(t.as_str()),
-            ContentPart::Image(_) => None,
-        })
-        .collect()
 }
 
 fn content_value(parts: &[ContentPart]) -> Value {

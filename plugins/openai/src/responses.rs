@@ -5,7 +5,7 @@ use crate::body::DEFAULT_MAX_TOKENS;
 use serde_json::{Map, Value, json};
 use turnstone_plugin_sdk::provider::{
     CompletionRequest, ContentPart, FinishReason, ProviderError, Role, ServerError, StreamEvent,
-    ToolCallDelta, Usage,
+    ToolCallDelta, Usage, text_of,
 };
 
 /// Whether `model` (or an `api` override) uses the Responses API.
@@ -20,16 +20,6 @@ pub fn uses_responses(req: &CompletionRequest, caps: &Map<String, Value>) -> boo
     }
     let m = req.model.to_ascii_lowercase();
     m.starts_with("gpt-5") || m.starts_with("o1") || m.starts_with("o3") || m.starts_with("o4")
-}
-
-fn text_of(parts: &[ContentPart]) -> String {
-    parts
-        .iter()
-        .filter_map(|p| match p {
-            ContentPart::Text(t) => Some(t.as_str()),
-            ContentPart::Image(_) => None,
-        })
-        .collect()
 }
 
 /// GPT-5.6 and later use prompt_cache_options; earlier GPT-5 models the 24 h retention.
@@ -278,6 +268,18 @@ impl<'a> ResponsesStream<'a> {
                 "the stream ended before response.completed".into(),
             ))
         }
+    }
+}
+
+impl turnstone_plugin_sdk::provider::SseHandler for ResponsesStream<'_> {
+    fn handle(&mut self, data: &str) -> Result<(), ProviderError> {
+        ResponsesStream::handle(self, data)
+    }
+    fn done(&self) -> bool {
+        self.finished
+    }
+    fn end(&mut self) -> Result<(), ProviderError> {
+        ResponsesStream::end(self)
     }
 }
 

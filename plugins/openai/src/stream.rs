@@ -2,14 +2,16 @@
 
 use crate::body::{Api, request_body};
 use crate::responses::ResponsesStream;
-use crate::sse::{SseDecoder, ThinkSplitter};
+#[cfg(test)]
+use crate::sse::SseDecoder;
+use crate::sse::ThinkSplitter;
 use serde_json::Value;
 use turnstone_plugin_sdk::http::{HttpError, Request};
 use turnstone_plugin_sdk::provider::{
     CompletionRequest, FinishReason, ProviderError, ServerError, StreamEvent, ToolCallDelta, Usage,
     emit,
 };
-use turnstone_plugin_sdk::provider::{http_error, status_error};
+use turnstone_plugin_sdk::provider::{SseHandler, drive_sse, http_error, status_error};
 
 /// Parses one stream's events; `sink` returns false to stop.
 pub struct ChatStream<'a> {
@@ -180,38 +182,21 @@ pub fn complete(req: &CompletionRequest) -> Result<(), ProviderError> {
         return Err(status_error(status, &text, retry_after.as_deref()));
     }
     let mut sink = |ev: StreamEvent| emit(&ev);
-    let mut decoder = SseDecoder::default();
     match api {
-        Api::Chat => {
-            let mut parser = ChatStream::new(&mut sink);
-            while let Some(chunk) = resp.next_chunk().map_err(http_error)? {
-                for data in decoder.push(&chunk) {
-                    parser.handle(&data)?;
-                }
-                if parser.done {
-                    break;
-                }
-            }
-            for data in decoder.finish() {
-                parser.handle(&data)?;
-            }
-            parser.end()
-        }
-        Api::Responses => {
-            let mut parser = ResponsesStream::new(&mut sink);
-            while let Some(chunk) = resp.next_chunk().map_err(http_error)? {
-                for data in decoder.push(&chunk) {
-                    parser.handle(&data)?;
-                }
-                if parser.finished {
-                    break;
-                }
-            }
-            for data in decoder.finish() {
-                parser.handle(&data)?;
-            }
-            parser.end()
-        }
+        Api::Chat => drive_sse(&mut resp, &mut ChatStream::new(&mut sink)),
+        Api::Responses => drive_sse(&mut resp, &mut ResponsesStream::new(&mut sink)),
+    }
+}
+
+impl SseHandler for ChatStream<'_> {
+    fn handle(&mut self, data: &str) -> Result<(), ProviderError> {
+        ChatStream::handle(self, data)
+    }
+    fn done(&self) -> bool {
+        self.done
+    }
+    fn end(&mut self) -> Result<(), ProviderError> {
+        ChatStream::end(self)
     }
 }
 
