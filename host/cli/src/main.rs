@@ -148,8 +148,9 @@ async fn main() -> Result<()> {
             plugins_cmd::list(&reg, false, &mut out)?;
             writeln!(
                 out,
-                "\nThe conversation engine and REPL are not built yet; today you can inspect plugins \
-                 (`turnstone plugins list|info`) and call tools directly (`turnstone tool read_file '{{\"path\":\"README.md\"}}'`)."
+                "\nThe interactive REPL is not built yet (the engine exists as a library); today you can \
+                 inspect plugins (`turnstone plugins list|info`) and call tools directly \
+                 (`turnstone tool read_file '{{\"path\":\"README.md\"}}'`)."
             )?;
         }
     }
