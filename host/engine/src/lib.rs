@@ -5,7 +5,7 @@
 //! provider WIT ([`lower`]), the front-end trait ([`ui`]) and a first
 //! conversation loop ([`session`]: stream, prepare, approve, execute in
 //! parallel, retry and fallback, persistence and resume via [`persist`]).
-//! and cancel. Compaction and the model registry are still to come.
+//! cancel and compaction) and the model registry ([`models`]).
 
 pub mod lower;
 pub mod models;

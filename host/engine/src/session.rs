@@ -2,8 +2,8 @@
 //! them (at most four at once), append the results, and loop until the model
 //! answers without tool calls.
 //!
-//! Not yet here (they build on this): compaction, the model registry and
-//! message queueing.
+//! Not yet here: mid-loop compaction, message queueing, registry reload into
+//! live sessions.
 
 use crate::lower::{AttachmentResolver, to_wit_messages};
 use crate::repair::{CANCELLED_UNKNOWN, repair_orphans};
@@ -25,6 +25,11 @@ pub const MAX_PARALLEL_TOOLS: usize = 4;
 /// Result text of a call that was cancelled before it started.
 pub const NOT_STARTED: &str =
     "Tool execution was cancelled before this call started; it did not run.";
+/// The user-side label of a compaction summary.
+pub const COMPACTION_LABEL: &str =
+    "[Summary of the earlier conversation — the original turns were compacted]";
+/// What the model is asked when compacting.
+pub const COMPACTION_PROMPT: &str = "Summarize the conversation so far for your own future reference: the user's goals, decisions made, facts learned (files, commands, results), open questions and next steps. Be concise but keep every detail needed to continue the work. Reply with the summary only.";
 /// Attempts per model call (1 + 3 retries).
 pub const MAX_ATTEMPTS: u32 = 4;
 
@@ -106,6 +111,9 @@ pub struct SessionConfig {
     pub tool_truncation: Option<usize>,
     /// Base of the retry backoff (`base · 2^attempt`; default 1 s).
     pub retry_base: std::time::Duration,
+    /// Compact when a prompt reaches this share of the context window (percent;
+    /// default 80, 0 disables).
+    pub auto_compact_pct: u8,
 }
 
 impl SessionConfig {
@@ -117,6 +125,7 @@ impl SessionConfig {
             skip_permissions: false,
             tool_truncation: None,
             retry_base: std::time::Duration::from_secs(1),
+            auto_compact_pct: 80,
         }
     }
 }
@@ -294,6 +303,11 @@ pub struct ChatSession {
     next_call: u64,
     cancel: CancelHandle,
     token: CancellationToken,
+    /// Id of the newest saved row (the watermark a compaction covers).
+    last_saved_id: i64,
+    compact_due: bool,
+    /// While compacting: the request history used instead of `turns`.
+    request_override: Option<Vec<Turn>>,
 }
 
 impl ChatSession {
@@ -317,6 +331,9 @@ impl ChatSession {
             next_call: 1,
             cancel: CancelHandle::default(),
             token: CancellationToken::new(),
+            last_saved_id: 0,
+            compact_due: false,
+            request_override: None,
         }
     }
 
@@ -345,6 +362,7 @@ impl ChatSession {
             return Ok(self);
         };
         let rows = db.load_turns(ws_id, LoadMode::Resume).await?;
+        self.last_saved_id = rows.iter().map(|r| r.id).max().unwrap_or(0);
         self.turns = rows
             .iter()
             .map(crate::persist::from_row)
@@ -360,7 +378,68 @@ impl ChatSession {
         // Keep the turn in memory even when saving failed: nothing is lost, and
         // the caller sees the error.
         self.turns.push(turn);
-        saved.map(|_| ()).map_err(SessionError::from)
+        let id = saved.map_err(SessionError::from)?;
+        self.last_saved_id = self.last_saved_id.max(id);
+        Ok(())
+    }
+
+    /// Summarizes the conversation now: the summary replaces the history sent to
+    /// the model; with storage it is saved as a checkpoint (source turns are kept).
+    pub async fn compact(&mut self) -> Result<(), SessionError> {
+        self.token = self.cancel.fresh();
+        let r = self.compact_inner().await;
+        self.state(if r.is_ok() {
+            SessionState::Idle
+        } else {
+            SessionState::Error
+        });
+        r
+    }
+
+    async fn compact_inner(&mut self) -> Result<(), SessionError> {
+        self.compact_due = false;
+        if self.turns.len() < 2 {
+            return Ok(());
+        }
+        let mut history = self.turns.clone();
+        history.push(Turn::text(Role::User, COMPACTION_PROMPT));
+        self.request_override = Some(history);
+        let result = self.stream_turn().await;
+        self.request_override = None;
+        let summary = match result {
+            Ok(t) => t.text_content(),
+            Err(StreamFailure::Cancelled(_)) => return Err(SessionError::Cancelled),
+            Err(StreamFailure::Error(e)) => return Err(e),
+        };
+        if summary.trim().is_empty() {
+            return Err(SessionError::Provider(
+                "the model returned an empty summary; the conversation was not compacted".into(),
+            ));
+        }
+        let mut label = Turn::text(Role::User, COMPACTION_LABEL);
+        let mut body = Turn::text(Role::Assistant, summary);
+        for t in [&mut label, &mut body] {
+            t.meta.source = Some(turnstone_storage::types::COMPACTION_SOURCE.to_string());
+        }
+        if let Some((db, ws_id)) = &self.store {
+            let rows = [
+                crate::persist::to_row(&label),
+                crate::persist::to_row(&body),
+            ];
+            let cp = db.save_compaction(ws_id, self.last_saved_id, &rows).await?;
+            self.last_saved_id = cp
+                .summary_ids
+                .iter()
+                .copied()
+                .max()
+                .unwrap_or(self.last_saved_id);
+        }
+        let summarized = self.turns.len();
+        self.turns = vec![label, body];
+        self.ui.on_info(&format!(
+            "Conversation compacted: {summarized} turns summarized."
+        ));
+        Ok(())
     }
 
     /// A handle that cancels the running turn from another task.
@@ -394,6 +473,10 @@ impl ChatSession {
 
     async fn send_inner(&mut self, input: &str) -> Result<(), SessionError> {
         self.token = self.cancel.fresh();
+        // Compact between turns, so the new input follows the summary verbatim.
+        if self.compact_due {
+            self.compact_inner().await?;
+        }
         self.append(Turn::text(Role::User, input)).await?;
         loop {
             let assistant = match self.stream_turn().await {
@@ -517,8 +600,9 @@ impl ChatSession {
 
     async fn attempt(&mut self, b: &ModelBinding) -> Result<Turn, AttemptError> {
         self.ui.on_thinking_start();
+        let history = self.request_override.as_ref().unwrap_or(&self.turns);
         let messages = to_wit_messages(
-            &repair_orphans(&self.turns),
+            &repair_orphans(history),
             &b.provider,
             b.replay_reasoning,
             &NoAttachments,
@@ -529,7 +613,11 @@ impl ChatSession {
             base_url: b.base_url.clone(),
             model: b.model.clone(),
             messages,
-            tools: self.tool_definitions(),
+            tools: if self.request_override.is_some() {
+                Vec::new()
+            } else {
+                self.tool_definitions()
+            },
             temperature: b.temperature,
             max_tokens: b.max_tokens,
             reasoning_effort: b.reasoning_effort.clone(),
@@ -575,6 +663,13 @@ impl ChatSession {
         if let Some(u) = &acc.usage {
             self.ui
                 .on_status(u.prompt_tokens, u.completion_tokens, b.context_window);
+            let pct = u64::from(self.cfg.auto_compact_pct);
+            if pct > 0
+                && self.request_override.is_none()
+                && u64::from(u.prompt_tokens) * 100 >= u64::from(b.context_window) * pct
+            {
+                self.compact_due = true;
+            }
         }
         let mut tool_calls: Vec<ToolCall> = Vec::new();
         match acc.finish {

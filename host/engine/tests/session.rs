@@ -790,3 +790,105 @@ async fn a_registry_alias_becomes_a_working_binding() {
         "openai-compatible sends max_tokens"
     );
 }
+
+#[tokio::test]
+async fn auto_compaction_summarizes_and_checkpoints_while_keeping_sources() {
+    use turnstone_engine::session::{COMPACTION_LABEL, COMPACTION_PROMPT};
+    use turnstone_storage::prelude::*;
+    let (_d, db) = sqlite().await;
+    let ws = new_workstream(&db).await;
+    let f = fixture(Vec::new(), false).await;
+    f.llm.push(sse(openai::text(&["first reply"])));
+    f.llm.push(sse(openai::text(&["SUMMARY: user said hi"])));
+    f.llm.push(sse(openai::text(&["second reply"])));
+    // 11 prompt tokens of a 100-token window is over the 10 % threshold.
+    let binding = ModelBinding {
+        context_window: 100,
+        ..f.binding.clone()
+    };
+    let mut s = ChatSession::new(
+        binding,
+        f.session_tools(),
+        f.ui.clone(),
+        SessionConfig {
+            auto_compact_pct: 10,
+            ..SessionConfig::new(ws.clone(), f.ws.clone())
+        },
+    )
+    .with_storage(db.clone(), ws.clone());
+    s.send("hi").await.unwrap();
+    s.send("next").await.unwrap();
+    let reqs = f.llm.requests();
+    assert_eq!(reqs.len(), 3);
+    let summary_req = &reqs[1].body;
+    assert_eq!(
+        summary_req["messages"].as_array().unwrap().last().unwrap()["content"],
+        COMPACTION_PROMPT
+    );
+    assert!(
+        summary_req.get("tools").is_none(),
+        "no tools while summarizing"
+    );
+    let after: Vec<String> = reqs[2].body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["content"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(after, [COMPACTION_LABEL, "SUMMARY: user said hi", "next"]);
+    // Storage: the resume view starts at the checkpoint; the transcript keeps every source turn.
+    let resume: Vec<String> = db
+        .load_turns(&ws, LoadMode::Resume)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.content.unwrap())
+        .collect();
+    assert_eq!(
+        resume,
+        [
+            COMPACTION_LABEL,
+            "SUMMARY: user said hi",
+            "next",
+            "second reply"
+        ]
+    );
+    assert_eq!(
+        db.load_turns(&ws, LoadMode::Transcript)
+            .await
+            .unwrap()
+            .len(),
+        4
+    );
+    // A resumed session continues from the summary.
+    let resumed = ChatSession::new(
+        f.binding.clone(),
+        f.session_tools(),
+        f.ui.clone(),
+        SessionConfig::new(ws.clone(), f.ws.clone()),
+    )
+    .with_storage(db.clone(), ws.clone())
+    .resume()
+    .await
+    .unwrap();
+    assert_eq!(resumed.turns().len(), 4);
+    assert_eq!(resumed.turns()[1].text_content(), "SUMMARY: user said hi");
+}
+
+#[tokio::test]
+async fn compaction_on_demand_and_an_empty_summary_is_refused() {
+    let mut f = fixture(Vec::new(), false).await;
+    f.llm.push(sse(openai::text(&["reply"])));
+    f.session.send("hello").await.unwrap();
+    f.llm.push(sse(openai::text(&[""])));
+    let err = f.session.compact().await.unwrap_err();
+    assert!(err.to_string().contains("empty summary"), "{err}");
+    assert_eq!(f.session.turns().len(), 2, "nothing replaced on failure");
+    f.llm.push(sse(openai::text(&["the gist"])));
+    f.session.compact().await.unwrap();
+    let texts: Vec<String> = f.session.turns().iter().map(|t| t.text_content()).collect();
+    assert_eq!(
+        texts,
+        [turnstone_engine::session::COMPACTION_LABEL, "the gist"]
+    );
+}
