@@ -2,8 +2,7 @@
 //! them (at most four at once), append the results, and loop until the model
 //! answers without tool calls.
 //!
-//! Not yet here: mid-loop compaction, message queueing, registry reload into
-//! live sessions.
+//! Not yet here: mid-loop compaction and registry reload into live sessions.
 
 use crate::lower::{AttachmentResolver, to_wit_messages};
 use crate::repair::{CANCELLED_UNKNOWN, repair_orphans};
@@ -178,6 +177,58 @@ pub enum SessionError {
     Cancelled,
 }
 
+/// Messages sent while a turn runs; injected at the next tool-result seam.
+#[derive(Clone, Default)]
+pub struct MessageQueue {
+    inner: Arc<Mutex<std::collections::VecDeque<String>>>,
+}
+
+/// Most messages that may wait in a session's queue.
+pub const MAX_QUEUED: usize = 10;
+
+/// The queue already holds [`MAX_QUEUED`] messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("queue_full: {MAX_QUEUED} messages are already waiting")]
+pub struct QueueFull;
+
+impl MessageQueue {
+    /// Queues `text`.
+    pub fn push(&self, text: impl Into<String>) -> Result<(), QueueFull> {
+        let mut q = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        if q.len() >= MAX_QUEUED {
+            return Err(QueueFull);
+        }
+        q.push_back(text.into());
+        Ok(())
+    }
+
+    /// Removes and returns a queued message by position (`DELETE …/send`).
+    pub fn remove(&self, index: usize) -> Option<String> {
+        self.inner
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(index)
+    }
+
+    /// Messages waiting.
+    pub fn len(&self) -> usize {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    /// True when nothing waits.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn drain(&self) -> Vec<String> {
+        self.inner
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain(..)
+            .collect()
+    }
+}
+
 /// Cancels whatever the session is doing (stream, approval wait, tools).
 #[derive(Clone, Default)]
 pub struct CancelHandle {
@@ -305,6 +356,7 @@ pub struct ChatSession {
     token: CancellationToken,
     /// Id of the newest saved row (the watermark a compaction covers).
     last_saved_id: i64,
+    queue: MessageQueue,
     compact_due: bool,
     /// While compacting: the request history used instead of `turns`.
     request_override: Option<Vec<Turn>>,
@@ -332,6 +384,7 @@ impl ChatSession {
             cancel: CancelHandle::default(),
             token: CancellationToken::new(),
             last_saved_id: 0,
+            queue: MessageQueue::default(),
             compact_due: false,
             request_override: None,
         }
@@ -442,6 +495,11 @@ impl ChatSession {
         Ok(())
     }
 
+    /// The queue for messages sent while a turn runs.
+    pub fn queue(&self) -> MessageQueue {
+        self.queue.clone()
+    }
+
     /// A handle that cancels the running turn from another task.
     pub fn cancel_handle(&self) -> CancelHandle {
         self.cancel.clone()
@@ -511,6 +569,10 @@ impl ChatSession {
                 self.ui.on_info("Cancelled.");
                 self.state(SessionState::Idle);
                 return Err(SessionError::Cancelled);
+            }
+            // The tool-result seam: messages sent meanwhile join the conversation here.
+            for text in self.queue.drain() {
+                self.append(Turn::text(Role::User, text)).await?;
             }
         }
     }

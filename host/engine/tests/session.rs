@@ -892,3 +892,46 @@ async fn compaction_on_demand_and_an_empty_summary_is_refused() {
         [turnstone_engine::session::COMPACTION_LABEL, "the gist"]
     );
 }
+
+#[tokio::test]
+async fn a_message_queued_during_a_tool_run_joins_at_the_tool_result_seam() {
+    use turnstone_engine::session::{MAX_QUEUED, QueueFull};
+    let mut f = fixture(Vec::new(), true).await;
+    f.llm.push(sse(openai::tool_call(
+        "call_1",
+        "sleep",
+        &["{\"ms\": 400}"],
+    )));
+    f.llm.push(sse(openai::text(&["noted"])));
+    let queue = f.session.queue();
+    let q2 = queue.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        q2.push("also check the logs").unwrap();
+    });
+    f.session.send("wait a bit").await.unwrap();
+    let msgs = f.llm.requests()[1].body["messages"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let shape: Vec<(String, String)> = msgs
+        .iter()
+        .map(|m| {
+            (
+                m["role"].as_str().unwrap().to_string(),
+                m["content"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(shape[2].0, "tool");
+    assert_eq!(
+        shape[3],
+        ("user".to_string(), "also check the logs".to_string())
+    );
+    assert!(queue.is_empty());
+    for i in 0..MAX_QUEUED {
+        queue.push(format!("m{i}")).unwrap();
+    }
+    assert_eq!(queue.push("one too many"), Err(QueueFull));
+    assert_eq!(queue.remove(0).as_deref(), Some("m0"));
+}
