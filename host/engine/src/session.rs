@@ -29,6 +29,8 @@ pub const COMPACTION_LABEL: &str =
     "[Summary of the earlier conversation — the original turns were compacted]";
 /// What the model is asked when compacting.
 pub const COMPACTION_PROMPT: &str = "Summarize the conversation so far for your own future reference: the user's goals, decisions made, facts learned (files, commands, results), open questions and next steps. Be concise but keep every detail needed to continue the work. Reply with the summary only.";
+/// Re-issues of a stream that died after it had started, per attempt.
+pub const MAX_REISSUES: u32 = 2;
 /// Attempts per model call (1 + 3 retries).
 pub const MAX_ATTEMPTS: u32 = 4;
 
@@ -360,6 +362,8 @@ pub struct ChatSession {
     compact_due: bool,
     /// While compacting: the request history used instead of `turns`.
     request_override: Option<Vec<Turn>>,
+    /// The last attempt received at least one stream event before failing.
+    stream_started: bool,
 }
 
 impl ChatSession {
@@ -387,6 +391,7 @@ impl ChatSession {
             queue: MessageQueue::default(),
             compact_due: false,
             request_override: None,
+            stream_started: false,
         }
     }
 
@@ -615,7 +620,7 @@ impl ChatSession {
                     .on_info(&format!("Falling back to {} ({}).", b.model, b.provider));
             }
             for attempt in 0..MAX_ATTEMPTS {
-                match self.attempt(b).await {
+                match self.attempt_with_reissue(b).await {
                     Ok(turn) => return Ok(turn),
                     Err(AttemptError::Session(e)) => return Err(StreamFailure::Error(e)),
                     Err(AttemptError::Cancelled(partial)) => {
@@ -660,7 +665,33 @@ impl ChatSession {
         )))
     }
 
+    /// One attempt; a stream that dies after it started is re-issued up to
+    /// [`MAX_REISSUES`] times (half the retry base, doubling) before the failure
+    /// counts against the retry ladder.
+    async fn attempt_with_reissue(&mut self, b: &ModelBinding) -> Result<Turn, AttemptError> {
+        let mut reissues = 0;
+        loop {
+            match self.attempt(b).await {
+                Err(AttemptError::Provider(wit::ProviderError::Network(msg)))
+                    if self.stream_started && reissues < MAX_REISSUES =>
+                {
+                    let wait = self.cfg.retry_base / 2 * 2u32.pow(reissues);
+                    reissues += 1;
+                    self.ui.on_info(&format!(
+                        "The stream broke off ({msg}); re-issuing the request ({reissues}/{MAX_REISSUES})."
+                    ));
+                    tokio::select! {
+                        () = tokio::time::sleep(wait) => {}
+                        () = self.token.cancelled() => return Err(AttemptError::Cancelled(String::new())),
+                    }
+                }
+                other => return other,
+            }
+        }
+    }
+
     async fn attempt(&mut self, b: &ModelBinding) -> Result<Turn, AttemptError> {
+        self.stream_started = false;
         self.ui.on_thinking_start();
         let history = self.request_override.as_ref().unwrap_or(&self.turns);
         let messages = to_wit_messages(
@@ -711,6 +742,13 @@ impl ChatSession {
             .await;
         self.ui.on_thinking_stop();
         self.ui.on_stream_end();
+        {
+            let acc = collector.acc();
+            self.stream_started = !acc.text.is_empty()
+                || !acc.reasoning.is_empty()
+                || !acc.calls.is_empty()
+                || acc.finish.is_some();
+        }
         let cancelled = matches!(outcome, Err(CallError::Cancelled { .. }))
             || matches!(outcome, Ok(Err(wit::ProviderError::Cancelled)));
         if cancelled {

@@ -383,8 +383,9 @@ async fn rate_limits_and_server_errors_are_retried_with_backoff() {
     f.session.send("hi").await.unwrap();
     let took = started.elapsed();
     assert_eq!(f.llm.requests().len(), 4, "three failures, then success");
-    // retry-after 0.3 s beats the 20 ms backoff; then 40 ms and 80 ms.
-    assert!(took >= Duration::from_millis(300 + 40 + 80), "{took:?}");
+    // retry-after 0.3 s beats the 20 ms backoff; the 503 waits 40 ms; the broken
+    // stream is re-issued after half the base (10 ms) without using a retry.
+    assert!(took >= Duration::from_millis(300 + 40 + 10), "{took:?}");
     assert_eq!(f.session.turns().last().unwrap().text_content(), "finally");
 }
 
@@ -934,4 +935,38 @@ async fn a_message_queued_during_a_tool_run_joins_at_the_tool_result_seam() {
     }
     assert_eq!(queue.push("one too many"), Err(QueueFull));
     assert_eq!(queue.remove(0).as_deref(), Some("m0"));
+}
+
+#[tokio::test]
+async fn broken_streams_are_reissued_without_using_up_retries() {
+    let broken = || Step::Disconnect {
+        frames: openai::text(&["part"])[..2].to_vec(),
+    };
+    // Five mid-stream deaths: attempt 1 = 3 tries (2 re-issues), attempt 2 dies
+    // twice and then succeeds. A single 4-attempt ladder would have given up.
+    let mut f = fixture(
+        vec![
+            broken(),
+            broken(),
+            broken(),
+            broken(),
+            broken(),
+            sse(openai::text(&["whole"])),
+        ],
+        false,
+    )
+    .await;
+    f.session.send("hi").await.unwrap();
+    assert_eq!(f.llm.requests().len(), 6);
+    assert_eq!(f.session.turns().last().unwrap().text_content(), "whole");
+
+    // A failure before any event is a plain retry: 4 attempts in all.
+    let refused = || Step::Status {
+        status: 502,
+        headers: Vec::new(),
+        body: "bad gateway".into(),
+    };
+    let mut g = fixture(vec![refused(), refused(), refused(), refused()], false).await;
+    assert!(g.session.send("hi").await.is_err());
+    assert_eq!(g.llm.requests().len(), 4);
 }
