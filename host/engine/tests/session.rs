@@ -970,3 +970,87 @@ async fn broken_streams_are_reissued_without_using_up_retries() {
     assert!(g.session.send("hi").await.is_err());
     assert_eq!(g.llm.requests().len(), 4);
 }
+
+#[tokio::test]
+async fn a_session_killed_mid_tool_resumes_with_the_batch_repaired() {
+    use std::io::BufRead;
+    use turnstone_storage::prelude::*;
+    let dir = tempfile::tempdir().unwrap();
+    let db_path = dir.path().join("crash.db");
+    let db = turnstone_storage::open(&DbConfig {
+        path: Some(db_path.clone()),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let ws = new_workstream(&db).await;
+    let f = fixture(Vec::new(), false).await;
+    f.llm.push(sse(openai::tool_call(
+        "call_long",
+        "sleep",
+        &["{\"ms\": 60000}"],
+    )));
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_engine-crash-session"))
+        .args([
+            root().join("target").to_str().unwrap(),
+            db_path.to_str().unwrap(),
+            &ws,
+            &format!("{}/v1", f.llm.base_url()),
+            &f.llm.port().to_string(),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let saw_running = tokio::task::spawn_blocking(move || {
+        std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .any(|l| l == "RUNNING")
+    });
+    assert!(
+        tokio::time::timeout(Duration::from_secs(60), saw_running)
+            .await
+            .unwrap()
+            .unwrap()
+    );
+    child.kill().unwrap(); // SIGKILL while the tool runs
+    child.wait().unwrap();
+
+    // What the killed process persisted: the user turn and the assistant's call.
+    let rows = db.load_turns(&ws, LoadMode::Resume).await.unwrap();
+    assert_eq!(
+        rows.iter().map(|r| r.role).collect::<Vec<_>>(),
+        [Role::User, Role::Assistant]
+    );
+
+    // Resume in a new session and continue: the unanswered call is repaired.
+    f.llm.push(sse(openai::text(&[
+        "The job was interrupted; let me check its state.",
+    ])));
+    let mut s = ChatSession::new(
+        f.binding.clone(),
+        f.session_tools(),
+        f.ui.clone(),
+        SessionConfig::new(ws.clone(), f.ws.clone()),
+    )
+    .with_storage(db.clone(), ws.clone())
+    .resume()
+    .await
+    .unwrap();
+    s.send("what happened?").await.unwrap();
+    let msgs = f.llm.requests().last().unwrap().body["messages"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let roles: Vec<&str> = msgs.iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["user", "assistant", "tool", "user"]);
+    assert_eq!(msgs[2]["tool_call_id"], "call_long");
+    assert!(
+        msgs[2]["content"]
+            .as_str()
+            .unwrap()
+            .contains("Outcome UNKNOWN")
+    );
+    assert_eq!(db.count_turns(&ws).await.unwrap(), 4);
+}
