@@ -120,6 +120,85 @@ pub enum ModelError {
     /// No model at all.
     #[error("no model is configured: add [models.<alias>] to config.toml or pass --model")]
     NoModels,
+    /// The provider component an alias needs is not loaded.
+    #[error("models.{alias}: the {component} provider component is not loaded")]
+    NoProvider {
+        /// Alias.
+        alias: String,
+        /// Component name.
+        component: String,
+    },
+}
+
+/// The registry as sessions see it: swapped atomically on reload. Sessions
+/// resolve their binding at the start of each turn, so a turn in flight
+/// finishes on the binding it started with.
+pub struct LiveModels {
+    current: std::sync::RwLock<Arc<ModelRegistry>>,
+    providers: BTreeMap<String, Arc<turnstone_runtime::LoadedPlugin>>,
+}
+
+impl LiveModels {
+    /// A live registry over loaded provider components (by component name).
+    pub fn new(
+        registry: ModelRegistry,
+        providers: BTreeMap<String, Arc<turnstone_runtime::LoadedPlugin>>,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            current: std::sync::RwLock::new(Arc::new(registry)),
+            providers,
+        })
+    }
+
+    /// The current snapshot.
+    pub fn snapshot(&self) -> Arc<ModelRegistry> {
+        self.current
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Replaces the registry; later turns use it.
+    pub fn reload(&self, registry: ModelRegistry) {
+        *self.current.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(registry);
+    }
+
+    /// Bindings for `alias` (default when `None`) and the configured fallbacks.
+    pub fn bindings(
+        &self,
+        alias: Option<&str>,
+    ) -> Result<
+        (
+            crate::session::ModelBinding,
+            Vec<crate::session::ModelBinding>,
+        ),
+        ModelError,
+    > {
+        let reg = self.snapshot();
+        let bind = |name: &str| -> Result<crate::session::ModelBinding, ModelError> {
+            let a = reg.alias(name).ok_or_else(|| ModelError::UnknownAlias {
+                field: "session",
+                alias: name.to_string(),
+            })?;
+            let plugin =
+                self.providers
+                    .get(a.component())
+                    .ok_or_else(|| ModelError::NoProvider {
+                        alias: name.to_string(),
+                        component: a.component().to_string(),
+                    })?;
+            Ok(crate::session::ModelBinding::from_alias(a, plugin.clone()))
+        };
+        let primary_name = alias.unwrap_or(&reg.default).to_string();
+        let primary = bind(&primary_name)?;
+        let fallbacks = reg
+            .fallback
+            .iter()
+            .filter(|f| **f != primary_name)
+            .map(|f| bind(f))
+            .collect::<Result<_, _>>()?;
+        Ok((primary, fallbacks))
+    }
 }
 
 /// One resolved alias.

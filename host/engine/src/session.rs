@@ -2,7 +2,7 @@
 //! them (at most four at once), append the results, and loop until the model
 //! answers without tool calls.
 //!
-//! Not yet here: mid-loop compaction and registry reload into live sessions.
+//! Not yet here: compaction in the middle of a tool loop.
 
 use crate::lower::{AttachmentResolver, to_wit_messages};
 use crate::repair::{CANCELLED_UNKNOWN, repair_orphans};
@@ -177,6 +177,9 @@ pub enum SessionError {
     /// The turn was cancelled; partial output and tool outcomes were recorded.
     #[error("cancelled")]
     Cancelled,
+    /// The model registry cannot serve the session's alias.
+    #[error(transparent)]
+    Model(#[from] crate::models::ModelError),
 }
 
 /// Messages sent while a turn runs; injected at the next tool-result seam.
@@ -364,6 +367,8 @@ pub struct ChatSession {
     request_override: Option<Vec<Turn>>,
     /// The last attempt received at least one stream event before failing.
     stream_started: bool,
+    /// Where bindings come from when the registry can be reloaded.
+    live: Option<(Arc<crate::models::LiveModels>, Option<String>)>,
 }
 
 impl ChatSession {
@@ -392,12 +397,24 @@ impl ChatSession {
             compact_due: false,
             request_override: None,
             stream_started: false,
+            live: None,
         }
     }
 
     /// Models to fall back to, in order, when the primary is unreachable.
     pub fn with_fallbacks(mut self, fallbacks: Vec<ModelBinding>) -> Self {
         self.fallbacks = fallbacks;
+        self
+    }
+
+    /// Takes bindings from a live registry (alias `None` = its default), resolved
+    /// at the start of every turn so reloads apply from the next turn on.
+    pub fn with_live_models(
+        mut self,
+        live: Arc<crate::models::LiveModels>,
+        alias: Option<String>,
+    ) -> Self {
+        self.live = Some((live, alias));
         self
     }
 
@@ -536,6 +553,11 @@ impl ChatSession {
 
     async fn send_inner(&mut self, input: &str) -> Result<(), SessionError> {
         self.token = self.cancel.fresh();
+        if let Some((live, alias)) = &self.live {
+            let (primary, fallbacks) = live.bindings(alias.as_deref())?;
+            self.binding = primary;
+            self.fallbacks = fallbacks;
+        }
         // Compact between turns, so the new input follows the summary verbatim.
         if self.compact_due {
             self.compact_inner().await?;

@@ -1054,3 +1054,78 @@ async fn a_session_killed_mid_tool_resumes_with_the_batch_repaired() {
     );
     assert_eq!(db.count_turns(&ws).await.unwrap(), 4);
 }
+
+#[tokio::test]
+async fn a_registry_reload_applies_from_the_next_turn_and_spares_the_one_in_flight() {
+    use std::collections::BTreeMap;
+    use turnstone_engine::models::{CliModel, LiveModels, ModelRegistry, ModelsConfig};
+    let f = fixture(Vec::new(), false).await;
+    let b = ScriptedLlm::start(vec![sse(openai::text(&["from B"]))])
+        .await
+        .unwrap();
+    f.llm.push(sse(openai::text(&["from A"])));
+    f.llm.push(Step::Sse {
+        frames: openai::text(&["slow ", "A ", "reply"]),
+        gap: Duration::from_millis(150),
+    });
+    // One provider component granted both servers.
+    let rt = Runtime::new(RuntimeOptions {
+        cache_dir: Some(root().join("target/test-cache")),
+        ..Default::default()
+    })
+    .unwrap();
+    let grant = toml::from_str(&format!(
+        "http = [\"127.0.0.1:{}\", \"127.0.0.1:{}\"]",
+        f.llm.port(),
+        b.port()
+    ))
+    .unwrap();
+    let openai_plugin = rt
+        .load(
+            PluginSource {
+                dir: root().join("target/components/openai"),
+                builtin: true,
+            },
+            PluginSettings {
+                grant: Some(grant),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let registry = |url: String| {
+        let cfg: ModelsConfig = toml::from_str(&format!(
+            "[models.main]\nprovider = \"openai-compatible\"\nbase_url = \"{url}/v1\"\nmodel = \"m\"\n"
+        ))
+        .unwrap();
+        ModelRegistry::build(&cfg, &CliModel::default(), &|_| None, None).unwrap()
+    };
+    let live = LiveModels::new(
+        registry(f.llm.base_url()),
+        BTreeMap::from([("openai".to_string(), Arc::new(openai_plugin))]),
+    );
+    let mut s = ChatSession::new(
+        f.binding.clone(),
+        f.session_tools(),
+        f.ui.clone(),
+        SessionConfig::new("ws_live", f.ws.clone()),
+    )
+    .with_live_models(live.clone(), None);
+    s.send("one").await.unwrap();
+    assert_eq!(s.turns().last().unwrap().text_content(), "from A");
+    let in_flight = tokio::spawn(async move {
+        s.send("two").await.unwrap();
+        s
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    live.reload(registry(b.base_url()));
+    let mut s = in_flight.await.unwrap();
+    assert_eq!(
+        s.turns().last().unwrap().text_content(),
+        "slow A reply",
+        "the turn in flight finished on A"
+    );
+    s.send("three").await.unwrap();
+    assert_eq!(s.turns().last().unwrap().text_content(), "from B");
+    assert_eq!((f.llm.requests().len(), b.requests().len()), (2, 1));
+}
