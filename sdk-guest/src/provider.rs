@@ -52,6 +52,23 @@ pub trait SseHandler {
     fn end(&mut self) -> Result<(), ProviderError>;
 }
 
+/// Sends a streaming request; a non-200 answer becomes the typed error its
+/// status and body describe (with `retry-after` for rate limits).
+pub fn send_streaming(
+    request: crate::http::Request,
+) -> Result<crate::http::Response, ProviderError> {
+    let resp = request.send().map_err(http_error)?;
+    if resp.status == 200 {
+        return Ok(resp);
+    }
+    let retry_after = resp.header("retry-after").map(str::to_string);
+    let status = resp.status;
+    let body = resp
+        .text()
+        .unwrap_or_else(|e| format!("(body unreadable: {e})"));
+    Err(status_error(status, &body, retry_after.as_deref()))
+}
+
 /// Reads `response` to the end (or the handler's terminal event), feeding each
 /// SSE event to `handler`.
 pub fn drive_sse(

@@ -11,7 +11,8 @@ use turnstone_engine::ui::{Approval, PendingTool, SessionState, SessionUi};
 use turnstone_runtime::config::PluginsConfig;
 use turnstone_runtime::registry::LoadOptions;
 use turnstone_runtime::{
-    PluginRegistry, PluginSettings, PluginSource, Runtime, RuntimeOptions, SecretSource,
+    LoadedPlugin, PluginRegistry, PluginSettings, PluginSource, Runtime, RuntimeOptions,
+    SecretSource,
 };
 use turnstone_scripted_llm::{ScriptedLlm, Step, openai};
 
@@ -71,33 +72,43 @@ struct Fixture {
     _dir: tempfile::TempDir,
 }
 
+/// A test runtime sharing the on-disk component cache.
+fn test_runtime() -> Runtime {
+    Runtime::new(RuntimeOptions {
+        cache_dir: Some(root().join("target/test-cache")),
+        ..Default::default()
+    })
+    .unwrap()
+}
+
+/// The openai provider component granted loopback `ports` (and `api_key`).
+async fn openai_provider(rt: &Runtime, ports: &[u16]) -> LoadedPlugin {
+    let hosts: Vec<String> = ports.iter().map(|p| format!("\"127.0.0.1:{p}\"")).collect();
+    let grant = toml::from_str(&format!(
+        "http = [{}]\nsecrets = [\"api_key\"]",
+        hosts.join(", ")
+    ))
+    .unwrap();
+    rt.load(
+        PluginSource {
+            dir: root().join("target/components/openai"),
+            builtin: true,
+        },
+        PluginSettings {
+            grant: Some(grant),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap()
+}
+
 async fn fixture(script: Vec<Step>, skip_permissions: bool) -> Fixture {
     let llm = ScriptedLlm::start(script).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let ws = std::fs::canonicalize(dir.path()).unwrap();
-    let rt = Runtime::new(RuntimeOptions {
-        cache_dir: Some(root().join("target/test-cache")),
-        ..Default::default()
-    })
-    .unwrap();
-    let grant = toml::from_str(&format!(
-        "http = [\"127.0.0.1:{}\"]\nsecrets = [\"api_key\"]",
-        llm.port()
-    ))
-    .unwrap();
-    let provider = rt
-        .load(
-            PluginSource {
-                dir: root().join("target/components/openai"),
-                builtin: true,
-            },
-            PluginSettings {
-                grant: Some(grant),
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
+    let rt = test_runtime();
+    let provider = openai_provider(&rt, &[llm.port()]).await;
     let mut config = PluginsConfig {
         dirs: vec![root().join("target/test-components")],
         disabled: vec!["future_wit".into()],
@@ -421,28 +432,7 @@ async fn an_unreachable_primary_falls_back_to_the_next_model() {
     let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let dead_port = dead.local_addr().unwrap().port();
     drop(dead);
-    let rt = Runtime::new(RuntimeOptions {
-        cache_dir: Some(root().join("target/test-cache")),
-        ..Default::default()
-    })
-    .unwrap();
-    let grant = toml::from_str(&format!(
-        "http = [\"127.0.0.1:{dead_port}\"]\nsecrets = [\"api_key\"]"
-    ))
-    .unwrap();
-    let dead_provider = rt
-        .load(
-            PluginSource {
-                dir: root().join("target/components/openai"),
-                builtin: true,
-            },
-            PluginSettings {
-                grant: Some(grant),
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
+    let dead_provider = openai_provider(&test_runtime(), &[dead_port]).await;
     let primary = ModelBinding {
         plugin: Arc::new(dead_provider),
         base_url: format!("http://127.0.0.1:{dead_port}/v1"),
@@ -1069,30 +1059,7 @@ async fn a_registry_reload_applies_from_the_next_turn_and_spares_the_one_in_flig
         gap: Duration::from_millis(150),
     });
     // One provider component granted both servers.
-    let rt = Runtime::new(RuntimeOptions {
-        cache_dir: Some(root().join("target/test-cache")),
-        ..Default::default()
-    })
-    .unwrap();
-    let grant = toml::from_str(&format!(
-        "http = [\"127.0.0.1:{}\", \"127.0.0.1:{}\"]",
-        f.llm.port(),
-        b.port()
-    ))
-    .unwrap();
-    let openai_plugin = rt
-        .load(
-            PluginSource {
-                dir: root().join("target/components/openai"),
-                builtin: true,
-            },
-            PluginSettings {
-                grant: Some(grant),
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
+    let openai_plugin = openai_provider(&test_runtime(), &[f.llm.port(), b.port()]).await;
     let registry = |url: String| {
         let cfg: ModelsConfig = toml::from_str(&format!(
             "[models.main]\nprovider = \"openai-compatible\"\nbase_url = \"{url}/v1\"\nmodel = \"m\"\n"

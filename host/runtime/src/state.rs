@@ -135,6 +135,16 @@ impl HostState {
         self.hooks.call_secrets = Some(secrets);
     }
 
+    /// Whether the host has a value for `name` in this call (without revealing it).
+    pub(crate) fn secret_available(&self, name: &str) -> bool {
+        self.hooks
+            .call_secrets
+            .as_ref()
+            .and_then(|s| s.secret(name))
+            .or_else(|| self.plugin.secrets.secret(name))
+            .is_some()
+    }
+
     pub(crate) fn table(&mut self) -> &mut ResourceTable {
         &mut self.table
     }

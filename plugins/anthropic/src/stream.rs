@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use turnstone_plugin_sdk::http::Request;
 use turnstone_plugin_sdk::provider::{
     CompletionRequest, FinishReason, ProviderError, ServerError, SseHandler, StreamEvent,
-    ToolCallDelta, Usage, drive_sse, emit, http_error, status_error,
+    ToolCallDelta, Usage, drive_sse, emit, send_streaming,
 };
 
 /// The Messages API version header value.
@@ -244,13 +244,7 @@ pub fn complete(req: &CompletionRequest) -> Result<(), ProviderError> {
         // Local compatible servers may run without a key.
         Err(_) => plain,
     };
-    let mut resp = request.send().map_err(http_error)?;
-    if resp.status != 200 {
-        let retry_after = resp.header("retry-after").map(str::to_string);
-        let status = resp.status;
-        let text = resp.text().unwrap_or_default();
-        return Err(status_error(status, &text, retry_after.as_deref()));
-    }
+    let mut resp = send_streaming(request)?;
     let mut sink = |ev: StreamEvent| emit(&ev);
     drive_sse(&mut resp, &mut MessagesStream::new(&mut sink))
 }

@@ -11,7 +11,7 @@ use turnstone_plugin_sdk::provider::{
     CompletionRequest, FinishReason, ProviderError, ServerError, StreamEvent, ToolCallDelta, Usage,
     emit,
 };
-use turnstone_plugin_sdk::provider::{SseHandler, drive_sse, http_error, status_error};
+use turnstone_plugin_sdk::provider::{SseHandler, drive_sse, http_error, send_streaming};
 
 /// Parses one stream's events; `sink` returns false to stop.
 pub struct ChatStream<'a> {
@@ -174,13 +174,7 @@ pub fn complete(req: &CompletionRequest) -> Result<(), ProviderError> {
         Err(HttpError::Denied(_)) => base,
         Err(e) => return Err(http_error(e)),
     };
-    let mut resp = request.send().map_err(http_error)?;
-    if resp.status != 200 {
-        let retry_after = resp.header("retry-after").map(str::to_string);
-        let status = resp.status;
-        let text = resp.text().unwrap_or_default();
-        return Err(status_error(status, &text, retry_after.as_deref()));
-    }
+    let mut resp = send_streaming(request)?;
     let mut sink = |ev: StreamEvent| emit(&ev);
     match api {
         Api::Chat => drive_sse(&mut resp, &mut ChatStream::new(&mut sink)),
@@ -203,6 +197,7 @@ impl SseHandler for ChatStream<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use turnstone_plugin_sdk::provider::status_error;
 
     #[derive(Default, Debug)]
     struct Seen {

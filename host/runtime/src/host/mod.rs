@@ -59,6 +59,13 @@ impl config::Host for HostState {
         name: String,
     ) -> wasmtime::Result<Result<String, types::CapabilityError>> {
         match self.plugin.caps.check_secret(&name) {
+            // Granted but unset (e.g. a model alias without a key): say so, so the
+            // plugin can proceed without it instead of sending a dangling reference.
+            Ok(()) if !self.secret_available(&name) => Ok(Err(types::CapabilityError {
+                capability: "secret".into(),
+                detail: format!("secret {name} is granted but has no value for this call"),
+                grant_hint: format!("set {name} on the host (or the model alias's api_key)"),
+            })),
             Ok(()) => Ok(Ok(egress::secret_token(&name))),
             Err(d) => {
                 self.plugin.counters.denial();
