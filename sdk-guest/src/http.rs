@@ -202,7 +202,17 @@ impl Response {
             return Ok(None);
         };
         match stream.blocking_read(64 * 1024) {
-            Ok(bytes) => Ok(Some(bytes)),
+            Ok(mut bytes) => {
+                // Take whatever else is already buffered without waiting, so a
+                // burst of small chunks costs one wake-up instead of one each.
+                while bytes.len() < 64 * 1024 {
+                    match stream.read((64 * 1024 - bytes.len()) as u64) {
+                        Ok(more) if !more.is_empty() => bytes.extend_from_slice(&more),
+                        _ => break,
+                    }
+                }
+                Ok(Some(bytes))
+            }
             Err(StreamError::Closed) => {
                 self.stream = None;
                 Ok(None)

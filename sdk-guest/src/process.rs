@@ -3,7 +3,7 @@
 use crate::CapabilityError;
 use crate::bindings::turnstone::plugin::process as wp;
 
-pub use wp::{ExitStatus, OutputChunk, StreamKind};
+pub use wp::{BackgroundOutput, ChunkWait, ExitStatus, OutputChunk, StreamKind};
 
 /// Why a process could not be started.
 #[derive(Debug)]
@@ -68,21 +68,48 @@ impl Command {
         self
     }
 
-    /// Starts the process.
-    pub fn spawn(self) -> Result<Child, ProcessError> {
-        let cmd = wp::Command {
+    fn into_wit(self) -> wp::Command {
+        wp::Command {
             program: self.program,
             args: self.args,
             cwd: self.cwd,
             env: self.env,
             stdin: self.stdin,
-        };
-        match wp::spawn(&cmd) {
-            Ok(c) => Ok(Child(c)),
-            Err(wp::ProcessError::Denied(e)) => Err(ProcessError::Denied(e)),
-            Err(wp::ProcessError::SpawnFailed(m)) => Err(ProcessError::SpawnFailed(m)),
         }
     }
+
+    /// Starts the process.
+    pub fn spawn(self) -> Result<Child, ProcessError> {
+        wp::spawn(&self.into_wit())
+            .map(Child)
+            .map_err(ProcessError::from)
+    }
+
+    /// Starts the process in the background: it outlives this call and belongs
+    /// to the calling session. Read it with [`read_background`].
+    pub fn spawn_background(self) -> Result<u32, ProcessError> {
+        wp::spawn_background(&self.into_wit()).map_err(ProcessError::from)
+    }
+}
+
+impl From<wp::ProcessError> for ProcessError {
+    fn from(e: wp::ProcessError) -> Self {
+        match e {
+            wp::ProcessError::Denied(e) => ProcessError::Denied(e),
+            wp::ProcessError::SpawnFailed(m) => ProcessError::SpawnFailed(m),
+        }
+    }
+}
+
+/// Output of a background process since the previous read; `None` when this
+/// session has no such process (never started, or finished and fully read).
+pub fn read_background(handle: u32) -> Option<BackgroundOutput> {
+    wp::read_background(handle)
+}
+
+/// Kills a background process group; false for an unknown handle.
+pub fn kill_background(handle: u32) -> bool {
+    wp::kill_background(handle)
 }
 
 /// A running process; dropping it kills its process group.
@@ -92,6 +119,11 @@ impl Child {
     /// The next chunk of stdout/stderr, `None` when both are closed.
     pub fn next_chunk(&self) -> Option<OutputChunk> {
         self.0.next_chunk()
+    }
+
+    /// The next chunk, waiting at most `timeout_ms`.
+    pub fn next_chunk_timeout(&self, timeout_ms: u64) -> ChunkWait {
+        self.0.next_chunk_timeout(timeout_ms)
     }
 
     /// Waits for the exit status.

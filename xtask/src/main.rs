@@ -124,6 +124,18 @@ fn build_guests() -> Result<()> {
     ensure_wasm_target()?;
     let root = root();
     let target_dir = root.join("target/wasm");
+    // Staged sets are rebuilt from scratch so a renamed or removed plugin does
+    // not linger and clash with its successor.
+    for set in GUEST_SETS {
+        let stages = std::iter::once(set.stage).chain(set.overrides.iter().map(|(_, s)| *s));
+        for stage in stages {
+            let dir = root.join("target").join(stage);
+            if dir.exists() {
+                std::fs::remove_dir_all(&dir)
+                    .with_context(|| format!("clearing {}", dir.display()))?;
+            }
+        }
+    }
     for set in GUEST_SETS {
         let ws = root.join(set.workspace);
         run(cargo()

@@ -47,11 +47,14 @@ fn plugins_list_reports_every_plugin_with_state_and_capabilities() {
             .unwrap_or_else(|| panic!("{n} listed"))
             .clone()
     };
-    let rf = by_name("read_file");
+    let rf = by_name("files");
     assert_eq!(rf["state"], "loaded");
     assert_eq!(rf["builtin"], true);
     assert_eq!(rf["wit"], "turnstone:plugin@0.1.0");
-    assert_eq!(rf["tools"], serde_json::json!(["read_file"]));
+    assert_eq!(
+        rf["tools"],
+        serde_json::json!(["read_file", "write_file", "edit_file", "diff_file"])
+    );
     assert_eq!(
         rf["granted"], rf["requested"],
         "built-ins get what they request"
@@ -75,7 +78,7 @@ fn plugins_list_reports_every_plugin_with_state_and_capabilities() {
     assert!(text.starts_with("NAME"), "{text}");
     assert!(
         text.lines()
-            .any(|l| l.starts_with("read_file") && l.ends_with("loaded")),
+            .any(|l| l.starts_with("files") && l.ends_with("loaded")),
         "{text}"
     );
 }

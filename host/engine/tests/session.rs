@@ -867,6 +867,97 @@ async fn auto_compaction_summarizes_and_checkpoints_while_keeping_sources() {
 }
 
 #[tokio::test]
+async fn compaction_mid_tool_loop_keeps_the_in_flight_batch_verbatim() {
+    use turnstone_engine::session::{COMPACTION_LABEL, COMPACTION_PROMPT};
+    use turnstone_storage::prelude::*;
+    let (_d, db) = sqlite().await;
+    let ws = new_workstream(&db).await;
+    let f = fixture(Vec::new(), false).await;
+    std::fs::write(f.ws.join("a.txt"), "alpha\n").unwrap();
+    std::fs::write(f.ws.join("b.txt"), "beta\n").unwrap();
+    f.llm.push(sse(openai::tool_call(
+        "call_a",
+        "read_file",
+        &["{\"path\":\"a.txt\"}"],
+    )));
+    f.llm.push(sse(openai::tool_call(
+        "call_b",
+        "read_file",
+        &["{\"path\":\"b.txt\"}"],
+    )));
+    f.llm
+        .push(sse(openai::text(&["SUMMARY: read a.txt (alpha)"])));
+    f.llm.push(sse(openai::text(&["a is alpha, b is beta"])));
+    let binding = ModelBinding {
+        context_window: 100,
+        ..f.binding.clone()
+    };
+    let mut s = ChatSession::new(
+        binding,
+        f.session_tools(),
+        f.ui.clone(),
+        SessionConfig {
+            auto_compact_pct: 10,
+            ..SessionConfig::new(ws.clone(), f.ws.clone())
+        },
+    )
+    .with_storage(db.clone(), ws.clone());
+    s.send("read both files").await.unwrap();
+    let reqs = f.llm.requests();
+    assert_eq!(reqs.len(), 4, "two tool turns, one summary, the answer");
+    // The first tool turn already crossed the threshold, but the loop only
+    // compacts after the second batch's results are in.
+    let summary_msgs = reqs[2].body["messages"].as_array().unwrap();
+    assert_eq!(summary_msgs.last().unwrap()["content"], COMPACTION_PROMPT);
+    assert!(
+        summary_msgs.iter().all(|m| m["tool_call_id"] != "call_b"),
+        "the in-flight batch is not summarized: {summary_msgs:?}"
+    );
+    let after = reqs[3].body["messages"].as_array().unwrap();
+    assert_eq!(after[0]["content"], COMPACTION_LABEL);
+    assert_eq!(after[1]["content"], "SUMMARY: read a.txt (alpha)");
+    assert_eq!(
+        after[2]["content"], "read both files",
+        "the request is carried"
+    );
+    assert_eq!(after[3]["tool_calls"][0]["id"], "call_b");
+    assert_eq!(after[4]["tool_call_id"], "call_b");
+    assert_eq!(after[4]["content"], "     1\tbeta\n");
+    assert_eq!(after.len(), 5);
+    assert!(
+        reqs[3].body.get("tools").is_some(),
+        "tools are back after the summary"
+    );
+    // Resume sees the same view: summary, carried request, verbatim tail, answer.
+    let resumed = ChatSession::new(
+        f.binding.clone(),
+        f.session_tools(),
+        f.ui.clone(),
+        SessionConfig::new(ws.clone(), f.ws.clone()),
+    )
+    .with_storage(db.clone(), ws.clone())
+    .resume()
+    .await
+    .unwrap();
+    let view: Vec<String> = resumed.turns().iter().map(|t| t.text_content()).collect();
+    assert_eq!(
+        view,
+        [
+            COMPACTION_LABEL,
+            "SUMMARY: read a.txt (alpha)",
+            "read both files",
+            "",
+            "     1\tbeta\n",
+            "a is alpha, b is beta"
+        ]
+    );
+    assert_eq!(resumed.turns()[3].tool_calls[0].id, "call_b");
+    // Every source turn stays in the transcript.
+    let transcript = db.load_turns(&ws, LoadMode::Transcript).await.unwrap();
+    assert_eq!(transcript.len(), 6);
+}
+
+#[tokio::test]
 async fn compaction_on_demand_and_an_empty_summary_is_refused() {
     let mut f = fixture(Vec::new(), false).await;
     f.llm.push(sse(openai::text(&["reply"])));

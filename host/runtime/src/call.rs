@@ -168,6 +168,7 @@ impl LoadedPlugin {
     ) -> Result<ToolResult, CallError> {
         let pre = self.tool_pre()?;
         self.run(sink, cancel, async |store| {
+            store.data_mut().session_id = Some(ctx.session_id.clone());
             let inst = pre.instantiate_async(&mut *store).await?;
             inst.turnstone_plugin_tool()
                 .call_execute(&mut *store, tool, arguments, ctx)

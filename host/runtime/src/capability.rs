@@ -408,6 +408,17 @@ impl EffectiveCapabilities {
         }
     }
 
+    /// Environment variable names both requested and granted: a child may
+    /// inherit these from the host (credential-like names excepted) or get
+    /// them set by the plugin.
+    pub fn env_names(&self) -> impl Iterator<Item = &str> {
+        self.requested
+            .env
+            .iter()
+            .filter(|n| self.granted.env.contains(n))
+            .map(String::as_str)
+    }
+
     /// Checks passing the environment variable `name` to a child.
     pub fn check_env(&self, name: &str) -> Result<(), Denial> {
         let ok = |list: &[String]| list.iter().any(|p| p == name);

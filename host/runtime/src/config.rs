@@ -76,12 +76,21 @@ impl PluginsConfig {
         Ok(())
     }
 
-    /// Effective limits for `plugin`.
+    /// Effective limits for `plugin` without manifest defaults.
     pub fn limits_for(&self, plugin: &str) -> Limits {
+        self.limits_with(plugin, &LimitOverrides::default())
+    }
+
+    /// Effective limits for `plugin`: the operator's per-plugin setting, else
+    /// the manifest's default, else the global default, else the built-in one.
+    pub fn limits_with(&self, plugin: &str, manifest: &LimitOverrides) -> Limits {
         let base = Limits::default();
         let o = self.limits.get(plugin).cloned().unwrap_or_default();
-        let mb = o.memory_mb.or(self.memory_mb);
-        let secs = o.timeout_secs.or(self.timeout_secs);
+        let mb = o.memory_mb.or(manifest.memory_mb).or(self.memory_mb);
+        let secs = o
+            .timeout_secs
+            .or(manifest.timeout_secs)
+            .or(self.timeout_secs);
         Limits {
             memory_bytes: mb.map_or(base.memory_bytes, |m| (m as usize) << 20),
             call_timeout: secs.map_or(base.call_timeout, Duration::from_secs),

@@ -83,6 +83,10 @@ pub struct Manifest {
     /// Requested capabilities.
     #[serde(default)]
     pub capabilities: Capabilities,
+    /// The plugin's own default limits (e.g. a long deadline for a shell tool);
+    /// operator settings in `[plugins.limits.<name>]` take precedence.
+    #[serde(default)]
+    pub limits: crate::config::LimitOverrides,
 }
 
 /// Why a manifest could not be used.

@@ -111,6 +111,8 @@ pub struct PluginContext {
     pub limits: Limits,
     /// Call/failure/denial counters.
     pub counters: Arc<PluginCounters>,
+    /// Processes started with `spawn-background`, killed when the plugin goes.
+    pub(crate) background: crate::host::background::BackgroundProcesses,
 }
 
 /// Where a plugin comes from.
@@ -450,6 +452,7 @@ impl Runtime {
             secrets: settings.secrets,
             kv: settings.kv,
             limits: settings.limits,
+            background: Default::default(),
             counters: Arc::new(PluginCounters::default()),
         });
         let mut plugin = LoadedPlugin {

@@ -164,6 +164,7 @@ impl PluginRegistry {
             }
         };
         let name = manifest.plugin.name.clone();
+        let limits = opts.config.limits_with(&name, &manifest.limits);
         entry.grant = opts.config.grants.get(&name).cloned();
         entry.manifest = Some(manifest);
         if let Some(other) = self.entries.iter().find(|e| {
@@ -182,7 +183,7 @@ impl PluginRegistry {
         let settings = PluginSettings {
             grant: entry.grant.clone(),
             config: opts.config.config.get(&name).cloned().unwrap_or_default(),
-            limits: opts.config.limits_for(&name),
+            limits,
             workspace: opts.workspace.clone(),
             secrets: opts.secrets.clone(),
             kv: Arc::new(MemoryKv::default()),

@@ -86,6 +86,8 @@ pub struct HostState {
     pub(crate) channel_sink: Option<Arc<dyn crate::plugin::ChannelEventSink>>,
     /// Set by the host when the call is being cancelled.
     pub(crate) cancelled: Arc<std::sync::atomic::AtomicBool>,
+    /// The calling session, for tool calls (owns background processes).
+    pub(crate) session_id: Option<String>,
 }
 
 impl HostState {
@@ -127,6 +129,7 @@ impl HostState {
             provider_sink: None,
             channel_sink: None,
             cancelled,
+            session_id: None,
         })
     }
 

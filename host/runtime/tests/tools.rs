@@ -150,7 +150,7 @@ async fn read_file_numbers_lines_and_pages() {
     std::fs::write(ws.join("bin.dat"), [0u8, 1, 2, 3]).unwrap();
     let p = rt
         .load(
-            source("components", "read_file", true),
+            source("components", "files", true),
             PluginSettings {
                 workspace: Some(ws.clone()),
                 ..Default::default()

@@ -1,5 +1,6 @@
 //! Host implementations of the `turnstone:plugin` imports.
 
+pub mod background;
 pub mod egress;
 pub mod kv;
 pub mod process;
@@ -127,6 +128,10 @@ impl tool::turnstone::plugin::tool_output::Host for HostState {
     async fn emit(&mut self, chunk: String) -> wasmtime::Result<bool> {
         if self.cancelled.load(Ordering::Relaxed) {
             return Ok(false);
+        }
+        // An empty chunk is a liveness probe: "should I keep going?".
+        if chunk.is_empty() {
+            return Ok(true);
         }
         Ok(self.tool_sink.chunk(&chunk))
     }

@@ -3,7 +3,8 @@
 //! the resource (or the whole store, on cancel) kills the group.
 
 use crate::bindings::v0_1_0::host::turnstone::plugin::process::{
-    self as wit, Command, ExitStatus, OutputChunk, ProcessError, StreamKind,
+    self as wit, BackgroundOutput, ChunkWait, Command, ExitStatus, OutputChunk, ProcessError,
+    StreamKind,
 };
 use crate::capability::Access;
 use crate::host::denial_to_wit;
@@ -17,13 +18,49 @@ use wasmtime::component::Resource;
 
 /// Host side of the `child` resource.
 pub struct ChildProcess {
-    child: tokio::process::Child,
-    pgid: Option<u32>,
-    output: mpsc::Receiver<OutputChunk>,
-    status: Option<ExitStatus>,
+    pub(super) child: tokio::process::Child,
+    pub(super) pgid: Option<u32>,
+    pub(super) output: mpsc::Receiver<OutputChunk>,
+    pub(super) status: Option<ExitStatus>,
+}
+
+/// Converts an OS exit status.
+pub(super) fn exit_status(status: std::process::ExitStatus) -> ExitStatus {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => ExitStatus::Exited(code),
+        (None, Some(sig)) => ExitStatus::Signaled(sig),
+        (None, None) => ExitStatus::Exited(-1),
+    }
+}
+
+/// Variable names whose values look like credentials. They are never passed
+/// from the host's environment to a child, whatever the grant says.
+pub fn is_secret_name(name: &str) -> bool {
+    let n = name.to_ascii_uppercase();
+    ["_KEY", "_SECRET", "_TOKEN", "_PAT", "_APIKEY"]
+        .iter()
+        .any(|s| n.ends_with(s))
+        || [
+            "PASSWORD",
+            "PASSWD",
+            "CREDENTIAL",
+            "SECRET",
+            "API_KEY",
+            "AUTH",
+        ]
+        .iter()
+        .any(|s| n.contains(s))
+        || n.starts_with("AWS_")
+        || n == "DATABASE_URL"
+        || n.starts_with("TURNSTONE_")
 }
 
 impl ChildProcess {
+    /// Records the exit so dropping the handle does not signal a reused pgid.
+    pub(super) fn mark_exited(&mut self, status: ExitStatus) {
+        self.status = Some(status);
+    }
+
     fn kill_group(&mut self) {
         if self.status.is_none()
             && let Some(pgid) = self
@@ -101,6 +138,15 @@ async fn spawn(state: &mut HostState, cmd: Command) -> Result<ChildProcess, Proc
             c.env(name, v);
         }
     }
+    // Granted names the host has a value for are inherited, minus anything
+    // that looks like a credential; values the plugin sets itself win.
+    for name in caps.env_names() {
+        if !is_secret_name(name)
+            && let Some(v) = std::env::var_os(name)
+        {
+            c.env(name, v);
+        }
+    }
     c.envs(cmd.env.iter().map(|(k, v)| (k, v)));
     match &cmd.cwd {
         Some(cwd) => c.current_dir(cwd),
@@ -145,6 +191,34 @@ impl wit::Host for HostState {
             Err(e) => Ok(Err(e)),
         }
     }
+
+    async fn spawn_background(
+        &mut self,
+        cmd: Command,
+    ) -> wasmtime::Result<Result<u32, ProcessError>> {
+        let Some(session) = self.session_id.clone() else {
+            return Ok(Err(ProcessError::SpawnFailed(
+                "background processes can only be started by a tool call in a session".into(),
+            )));
+        };
+        let plugin = self.plugin.clone();
+        if let Err(e) = plugin.background.admit(&session) {
+            return Ok(Err(ProcessError::SpawnFailed(e.to_string())));
+        }
+        Ok(spawn(self, cmd)
+            .await
+            .map(|child| plugin.background.adopt(&session, child)))
+    }
+
+    async fn read_background(&mut self, handle: u32) -> wasmtime::Result<Option<BackgroundOutput>> {
+        let session = self.session_id.clone().unwrap_or_default();
+        Ok(self.plugin.background.read(&session, handle))
+    }
+
+    async fn kill_background(&mut self, handle: u32) -> wasmtime::Result<bool> {
+        let session = self.session_id.clone().unwrap_or_default();
+        Ok(self.plugin.background.kill(&session, handle))
+    }
 }
 
 impl wit::HostChild for HostState {
@@ -163,12 +237,7 @@ impl wit::HostChild for HostState {
         }
         // Drain remaining output first so pipes never block the child.
         while child.output.recv().await.is_some() {}
-        let status = child.child.wait().await?;
-        let status = match (status.code(), status.signal()) {
-            (Some(code), _) => ExitStatus::Exited(code),
-            (None, Some(sig)) => ExitStatus::Signaled(sig),
-            (None, None) => ExitStatus::Exited(-1),
-        };
+        let status = exit_status(child.child.wait().await?);
         child.status = Some(status);
         Ok(status)
     }
@@ -176,6 +245,22 @@ impl wit::HostChild for HostState {
     async fn kill(&mut self, child: Resource<ChildProcess>) -> wasmtime::Result<()> {
         self.table().get_mut(&child)?.kill_group();
         Ok(())
+    }
+
+    async fn next_chunk_timeout(
+        &mut self,
+        child: Resource<ChildProcess>,
+        timeout_ms: u64,
+    ) -> wasmtime::Result<ChunkWait> {
+        let child = self.table().get_mut(&child)?;
+        let wait = std::time::Duration::from_millis(timeout_ms);
+        Ok(
+            match tokio::time::timeout(wait, child.output.recv()).await {
+                Ok(Some(chunk)) => ChunkWait::Chunk(chunk),
+                Ok(None) => ChunkWait::Closed,
+                Err(_) => ChunkWait::Pending,
+            },
+        )
     }
 
     async fn id(&mut self, child: Resource<ChildProcess>) -> wasmtime::Result<u32> {

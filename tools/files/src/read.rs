@@ -1,5 +1,6 @@
-//! Built-in `read_file`: numbered lines with offset/limit, images as image data
-//! for vision models, clear errors for everything else.
+//! `read_file`: numbered lines with offset/limit, images as image data for
+//! vision models, clear errors for everything else. A successful text read is
+//! recorded in the session's ledger so `edit_file` may follow.
 
 use base64::Engine as _;
 use std::io::{BufRead, BufReader};
@@ -166,9 +167,11 @@ impl Tool for ReadFile {
         }
         match image_type(&path) {
             Some(media) => read_image(&path, media, meta.len(), ctx),
-            None => read_text(&path, &args, ctx),
+            None => {
+                let out = read_text(&path, &args, ctx)?;
+                crate::ledger::record_read(ctx, &path);
+                Ok(out)
+            }
         }
     }
 }
-
-register_tools!(ReadFile);

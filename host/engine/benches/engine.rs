@@ -1,0 +1,284 @@
+//! Engine benchmarks against the instant scripted LLM on loopback:
+//!
+//! 1. **Overhead per plain turn**: `send` → idle (stream through the openai
+//!    provider component, two SQLite writes) minus the time a raw client needs
+//!    to fetch the same response from the same server. Reported as p50/p90.
+//! 2. **Streaming throughput**: a 20,000-delta reply through the provider
+//!    component and the session versus the raw byte stream read off the socket.
+//! 3. **CPU per plain turn**: process CPU time (user + system, including the
+//!    in-process scripted server) divided by the number of turns.
+//!
+//! Run with `cargo bench -p turnstone-engine --bench engine` after
+//! `cargo xtask build-components`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use turnstone_engine::session::{ChatSession, ModelBinding, SessionConfig};
+use turnstone_engine::ui::{Approval, PendingTool, SessionUi};
+use turnstone_runtime::{
+    PluginRegistry, PluginSettings, PluginSource, Runtime, RuntimeOptions, SecretSource,
+};
+use turnstone_scripted_llm::{ScriptedLlm, Step, openai};
+use turnstone_storage::prelude::*;
+
+const TURNS: usize = 400;
+const STREAM_DELTAS: usize = 20_000;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+struct Key;
+impl SecretSource for Key {
+    fn secret(&self, name: &str) -> Option<String> {
+        (name == "api_key").then(|| "sk-bench".to_string())
+    }
+}
+
+struct QuietUi;
+#[async_trait::async_trait]
+impl SessionUi for QuietUi {
+    async fn approve_tools(&self, _cycle: u64, _items: &[PendingTool]) -> Approval {
+        Approval {
+            approved: true,
+            always: false,
+            feedback: None,
+        }
+    }
+}
+
+fn step(frames: Vec<String>) -> Step {
+    Step::Sse {
+        frames,
+        gap: Duration::ZERO,
+    }
+}
+
+/// Fetches the next scripted response with a bare HTTP/1.1 client, reading
+/// to the end of the chunked body: the floor any client pays for the same bytes.
+async fn raw_fetch(port: u16) -> usize {
+    let mut sock = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect");
+    let body = r#"{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}"#;
+    let req = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    sock.write_all(req.as_bytes()).await.expect("write");
+    // The server keeps the connection open: read up to the last chunk.
+    let mut buf = Vec::with_capacity(1 << 20);
+    let mut tmp = vec![0u8; 64 * 1024];
+    while !buf.ends_with(b"\r\n0\r\n\r\n") {
+        let n = sock.read(&mut tmp).await.expect("read");
+        assert!(n > 0, "the server closed before the stream ended");
+        buf.extend_from_slice(&tmp[..n]);
+    }
+    buf.len()
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i]
+}
+
+/// Process CPU time (user + system) from `/proc/self/stat`, in 10 ms ticks.
+fn cpu_time() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the parenthesised command name; utime and stime are 14 and 15.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    Duration::from_millis((ticks(11) + ticks(12)) * 10)
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio");
+    rt.block_on(run());
+}
+
+async fn run() {
+    let llm = ScriptedLlm::start(Vec::new()).await.expect("llm");
+    let runtime = Runtime::new(RuntimeOptions {
+        cache_dir: Some(root().join("target/test-cache")),
+        ..Default::default()
+    })
+    .expect("runtime");
+    let grant = toml::from_str(&format!(
+        "http = [\"127.0.0.1:{}\"]\nsecrets = [\"api_key\"]",
+        llm.port()
+    ))
+    .expect("grant");
+    let provider = runtime
+        .load(
+            PluginSource {
+                dir: root().join("target/components/openai"),
+                builtin: true,
+            },
+            PluginSettings {
+                grant: Some(grant),
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("run `cargo xtask build-components` first");
+    let binding = ModelBinding {
+        plugin: Arc::new(provider),
+        provider: "openai".into(),
+        base_url: format!("{}/v1", llm.base_url()),
+        model: "gpt-4o-mini".into(),
+        context_window: 128_000,
+        secrets: Some(Arc::new(Key)),
+        temperature: None,
+        max_tokens: None,
+        reasoning_effort: None,
+        capabilities: None,
+        replay_reasoning: false,
+        admission: None,
+    };
+    let tools = Arc::new(PluginRegistry::default());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = turnstone_storage::open(&turnstone_storage::DbConfig {
+        path: Some(dir.path().join("bench.db")),
+        ..Default::default()
+    })
+    .await
+    .expect("sqlite");
+    let reply = || step(openai::text(&["Hello", ", world", "!"]));
+
+    // Warm up: connection setup, instance pools, SQLite pages.
+    for _ in 0..20 {
+        llm.push(reply());
+        raw_fetch(llm.port()).await;
+    }
+
+    let mut session_times = Vec::with_capacity(TURNS);
+    let mut raw_times = Vec::with_capacity(TURNS);
+    let cpu_before = cpu_time();
+    let mut session_total = Duration::ZERO;
+    for i in 0..TURNS {
+        let created = db
+            .create_workstream(&NewWorkstream::default())
+            .await
+            .expect("create");
+        db.publish_workstream(&created).await.expect("publish");
+        let mut session = ChatSession::new(
+            binding.clone(),
+            tools.clone(),
+            Arc::new(QuietUi),
+            SessionConfig::new(created.ws_id.clone(), dir.path().to_path_buf()),
+        )
+        .with_storage(db.clone(), created.ws_id);
+        llm.push(reply());
+        let t = Instant::now();
+        session.send("hi").await.expect("turn");
+        let elapsed = t.elapsed();
+        session_total += elapsed;
+        if i >= 20 {
+            session_times.push(elapsed);
+        }
+        llm.push(reply());
+        let t = Instant::now();
+        raw_fetch(llm.port()).await;
+        if i >= 20 {
+            raw_times.push(t.elapsed());
+        }
+    }
+    let cpu = cpu_time() - cpu_before;
+    session_times.sort();
+    raw_times.sort();
+    let mut overheads: Vec<Duration> = session_times
+        .iter()
+        .zip(&raw_times)
+        .map(|(s, r)| s.saturating_sub(*r))
+        .collect();
+    overheads.sort();
+    println!(
+        "plain turn ({} measured turns, SQLite, openai component):",
+        session_times.len()
+    );
+    println!(
+        "  send→idle    p50 {:>9.3?}  p90 {:>9.3?}",
+        percentile(&session_times, 0.5),
+        percentile(&session_times, 0.9)
+    );
+    println!(
+        "  raw fetch    p50 {:>9.3?}  p90 {:>9.3?}",
+        percentile(&raw_times, 0.5),
+        percentile(&raw_times, 0.9)
+    );
+    println!(
+        "  overhead     p50 {:>9.3?}  p90 {:>9.3?}  (send→idle minus raw fetch, rank-matched)",
+        percentile(&overheads, 0.5),
+        percentile(&overheads, 0.9)
+    );
+    println!(
+        "  CPU per turn {:>9.3?}  (process user+sys incl. the in-process server and the raw fetches; {:.1?} wall in sessions)",
+        cpu / TURNS as u32,
+        session_total
+    );
+
+    // Streaming throughput.
+    let words: Vec<String> = (0..STREAM_DELTAS).map(|i| format!("tok{i} ")).collect();
+    let parts: Vec<&str> = words.iter().map(String::as_str).collect();
+    let long = || step(openai::text(&parts));
+    let mut raw_runs = Vec::new();
+    let mut session_runs = Vec::new();
+    for _ in 0..5 {
+        llm.push(long());
+        let t = Instant::now();
+        let bytes = raw_fetch(llm.port()).await;
+        raw_runs.push(t.elapsed());
+        assert!(
+            bytes > STREAM_DELTAS * 20,
+            "the raw stream arrived ({bytes} bytes)"
+        );
+
+        let mut session = ChatSession::new(
+            binding.clone(),
+            tools.clone(),
+            Arc::new(QuietUi),
+            SessionConfig::new("bench_stream", dir.path().to_path_buf()),
+        );
+        llm.push(long());
+        let t = Instant::now();
+        session.send("stream").await.expect("stream turn");
+        session_runs.push(t.elapsed());
+        let text = session
+            .turns()
+            .last()
+            .map(|t| t.text_content())
+            .unwrap_or_default();
+        assert_eq!(text.len(), words.iter().map(String::len).sum::<usize>());
+    }
+    raw_runs.sort();
+    session_runs.sort();
+    let raw = percentile(&raw_runs, 0.5);
+    let via = percentile(&session_runs, 0.5);
+    let rate = |d: Duration| STREAM_DELTAS as f64 / d.as_secs_f64();
+    println!("streaming {STREAM_DELTAS} deltas (median of 5):");
+    println!(
+        "  raw socket           {:>9.3?}  {:>10.0} deltas/s",
+        raw,
+        rate(raw)
+    );
+    println!(
+        "  provider + session   {:>9.3?}  {:>10.0} deltas/s",
+        via,
+        rate(via)
+    );
+    println!(
+        "  ratio                {:.1} % of the raw stream",
+        rate(via) / rate(raw) * 100.0
+    );
+}

@@ -1,0 +1,115 @@
+//! Conversation compaction: a summary replaces the model's view of the
+//! history; the transcript keeps every source turn.
+//!
+//! Between turns the whole history is summarized. In the middle of a tool loop
+//! the in-flight batch (the last assistant tool-call turn, its results and any
+//! messages queued after them) stays verbatim after the summary, preceded by the
+//! last real user request, so the model continues exactly where it was.
+
+use super::stream::StreamFailure;
+use super::{COMPACTION_LABEL, COMPACTION_PROMPT, ChatSession, SessionError};
+use crate::turn::{Role, Turn};
+use crate::ui::SessionState;
+use turnstone_storage::types::COMPACTION_SOURCE;
+
+/// Which part of the history a compaction keeps verbatim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Tail {
+    /// Summarize everything.
+    None,
+    /// Keep the in-flight tool batch and carry the last user request.
+    InFlightBatch,
+}
+
+impl ChatSession {
+    /// Summarizes the conversation now: the summary replaces the history sent to
+    /// the model; with storage it is saved as a checkpoint (source turns are kept).
+    pub async fn compact(&mut self) -> Result<(), SessionError> {
+        self.token = self.cancel.fresh();
+        let r = self.compact_inner(Tail::None).await;
+        self.state(if r.is_ok() {
+            SessionState::Idle
+        } else {
+            SessionState::Error
+        });
+        r
+    }
+
+    /// Index of the first turn kept verbatim.
+    fn tail_start(&self, tail: Tail) -> usize {
+        match tail {
+            Tail::None => self.turns.len(),
+            Tail::InFlightBatch => self
+                .turns
+                .iter()
+                .rposition(|t| t.role == Role::Assistant && !t.tool_calls.is_empty())
+                .unwrap_or(self.turns.len()),
+        }
+    }
+
+    pub(super) async fn compact_inner(&mut self, tail: Tail) -> Result<(), SessionError> {
+        self.compact_due = false;
+        let split = self.tail_start(tail);
+        if split < 2 {
+            return Ok(());
+        }
+        let mut history = self.turns[..split].to_vec();
+        history.push(Turn::text(Role::User, COMPACTION_PROMPT));
+        self.request_override = Some(history);
+        let result = self.stream_turn().await;
+        self.request_override = None;
+        let summary = match result {
+            Ok(t) => t.text_content(),
+            Err(StreamFailure::Cancelled(_)) => return Err(SessionError::Cancelled),
+            Err(StreamFailure::Error(e)) => return Err(e),
+        };
+        if summary.trim().is_empty() {
+            return Err(SessionError::Provider(
+                "the model returned an empty summary; the conversation was not compacted".into(),
+            ));
+        }
+        let mut synthetic = vec![
+            Turn::text(Role::User, COMPACTION_LABEL),
+            Turn::text(Role::Assistant, summary),
+        ];
+        if split < self.turns.len()
+            && let Some(request) = self.turns[..split]
+                .iter()
+                .rev()
+                .find(|t| t.role == Role::User && t.meta.source.is_none())
+        {
+            synthetic.push(Turn::text(Role::User, request.text_content()));
+        }
+        for t in &mut synthetic {
+            t.meta.source = Some(COMPACTION_SOURCE.to_string());
+        }
+        let mut synthetic_ids = vec![0; synthetic.len()];
+        if let Some((db, ws_id)) = &self.store {
+            // The watermark is the newest row the summary covers; rows after it
+            // (the verbatim tail) follow the summary on resume.
+            let watermark = self.row_ids[..split].iter().copied().max().unwrap_or(0);
+            let rows: Vec<_> = synthetic.iter().map(crate::persist::to_row).collect();
+            let cp = db.save_compaction(ws_id, watermark, &rows).await?;
+            if cp.summary_ids.len() == synthetic_ids.len() {
+                synthetic_ids = cp.summary_ids.clone();
+            }
+            self.last_saved_id = cp
+                .summary_ids
+                .iter()
+                .copied()
+                .max()
+                .unwrap_or(0)
+                .max(self.last_saved_id);
+        }
+        let kept = self.turns.split_off(split);
+        let kept_ids = self.row_ids.split_off(split.min(self.row_ids.len()));
+        self.turns = synthetic;
+        self.turns.extend(kept);
+        self.row_ids = synthetic_ids;
+        self.row_ids.extend(kept_ids);
+        self.ui.on_info(&format!(
+            "Conversation compacted: {split} turns summarized."
+        ));
+        Ok(())
+    }
+}

@@ -1,0 +1,371 @@
+//! The conversation loop: stream the model, prepare and approve tool calls, run
+//! them (at most four at once), append the results, and loop until the model
+//! answers without tool calls.
+
+mod compact;
+mod queue;
+mod stream;
+mod tools;
+
+pub use queue::{CancelHandle, MAX_QUEUED, MessageQueue, QueueFull};
+
+use crate::turn::{Role, Turn};
+use crate::ui::{SessionState, SessionUi};
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+use stream::StreamFailure;
+use tokio_util::sync::CancellationToken;
+use turnstone_runtime::{LoadedPlugin, PluginRegistry, SecretSource};
+
+/// Tool calls that may run at the same time.
+pub const MAX_PARALLEL_TOOLS: usize = 4;
+/// Result text of a call that was cancelled before it started.
+pub const NOT_STARTED: &str =
+    "Tool execution was cancelled before this call started; it did not run.";
+/// The user-side label of a compaction summary.
+pub const COMPACTION_LABEL: &str =
+    "[Summary of the earlier conversation — the original turns were compacted]";
+/// What the model is asked when compacting.
+pub const COMPACTION_PROMPT: &str = "Summarize the conversation so far for your own future reference: the user's goals, decisions made, facts learned (files, commands, results), open questions and next steps. Be concise but keep every detail needed to continue the work. Reply with the summary only.";
+/// Re-issues of a stream that died after it had started, per attempt.
+pub const MAX_REISSUES: u32 = 2;
+/// Attempts per model call (1 + 3 retries).
+pub const MAX_ATTEMPTS: u32 = 4;
+
+/// Everything needed to call one model.
+#[derive(Clone)]
+pub struct ModelBinding {
+    /// The provider component.
+    pub plugin: Arc<LoadedPlugin>,
+    /// Provider flavour (openai, anthropic, google, …-compatible).
+    pub provider: String,
+    /// API base URL.
+    pub base_url: String,
+    /// Model id.
+    pub model: String,
+    /// Context window in tokens.
+    pub context_window: u32,
+    /// Per-call secrets (the alias's `api_key`).
+    pub secrets: Option<Arc<dyn SecretSource>>,
+    /// Sampling temperature.
+    pub temperature: Option<f64>,
+    /// Output cap.
+    pub max_tokens: Option<u32>,
+    /// Reasoning effort.
+    pub reasoning_effort: Option<String>,
+    /// Capability overrides (JSON object).
+    pub capabilities: Option<String>,
+    /// Replay stored reasoning to the provider that produced it.
+    pub replay_reasoning: bool,
+    /// The alias's FIFO admission gate (at most `max_concurrency` generations).
+    pub admission: Option<Arc<tokio::sync::Semaphore>>,
+}
+
+/// The per-call secret source carrying an alias's API key.
+struct AliasKey(String);
+
+impl SecretSource for AliasKey {
+    fn secret(&self, name: &str) -> Option<String> {
+        (name == "api_key").then(|| self.0.clone())
+    }
+}
+
+impl ModelBinding {
+    /// The binding for a registry alias served by `plugin`.
+    pub fn from_alias(alias: &crate::models::Alias, plugin: Arc<LoadedPlugin>) -> Self {
+        let c = &alias.config;
+        Self {
+            plugin,
+            provider: alias.provider.clone(),
+            base_url: alias.base_url.clone(),
+            model: c.model.clone(),
+            context_window: c.context_window.unwrap_or(128_000),
+            secrets: alias
+                .api_key
+                .clone()
+                .map(|k| Arc::new(AliasKey(k)) as Arc<dyn SecretSource>),
+            temperature: c.temperature,
+            max_tokens: c.max_tokens,
+            reasoning_effort: c.reasoning_effort.clone(),
+            capabilities: c
+                .capabilities
+                .as_ref()
+                .map(|m| serde_json::Value::Object(m.clone()).to_string()),
+            replay_reasoning: false,
+            admission: alias.admission.clone(),
+        }
+    }
+}
+
+/// Session settings.
+#[derive(Debug, Clone)]
+pub struct SessionConfig {
+    /// Workstream id.
+    pub session_id: String,
+    /// Workspace directory.
+    pub workspace: PathBuf,
+    /// Skip every approval prompt.
+    pub skip_permissions: bool,
+    /// Tool output limit in characters (default: half the context window).
+    pub tool_truncation: Option<usize>,
+    /// Base of the retry backoff (`base · 2^attempt`; default 1 s).
+    pub retry_base: std::time::Duration,
+    /// Compact when a prompt reaches this share of the context window (percent;
+    /// default 80, 0 disables).
+    pub auto_compact_pct: u8,
+}
+
+impl SessionConfig {
+    /// Defaults for `session_id` in `workspace`.
+    pub fn new(session_id: impl Into<String>, workspace: PathBuf) -> Self {
+        Self {
+            session_id: session_id.into(),
+            workspace,
+            skip_permissions: false,
+            tool_truncation: None,
+            retry_base: std::time::Duration::from_secs(1),
+            auto_compact_pct: 80,
+        }
+    }
+}
+
+/// Why a turn failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    /// The provider answered with an error.
+    #[error("model request failed: {0}")]
+    Provider(String),
+    /// The provider component itself failed.
+    #[error(transparent)]
+    Plugin(#[from] turnstone_runtime::CallError),
+    /// History could not be lowered for the provider.
+    #[error(transparent)]
+    Lower(#[from] crate::lower::LowerError),
+    /// A turn could not be saved or loaded; the turn was not lost from memory.
+    #[error("storage: {0}")]
+    Storage(#[from] turnstone_storage::StorageError),
+    /// A stored turn could not be decoded.
+    #[error(transparent)]
+    Decode(#[from] crate::persist::DecodeError),
+    /// The turn was cancelled; partial output and tool outcomes were recorded.
+    #[error("cancelled")]
+    Cancelled,
+    /// The model registry cannot serve the session's alias.
+    #[error(transparent)]
+    Model(#[from] crate::models::ModelError),
+}
+
+/// One conversation.
+pub struct ChatSession {
+    binding: ModelBinding,
+    fallbacks: Vec<ModelBinding>,
+    store: Option<(turnstone_storage::Storage, String)>,
+    tools: Arc<PluginRegistry>,
+    ui: Arc<dyn SessionUi>,
+    cfg: SessionConfig,
+    turns: Vec<Turn>,
+    always: HashSet<String>,
+    next_cycle: u64,
+    next_call: u64,
+    cancel: CancelHandle,
+    token: CancellationToken,
+    /// Id of the newest saved row.
+    last_saved_id: i64,
+    /// Row id of each turn in `turns` (0 when it was not saved).
+    row_ids: Vec<i64>,
+    /// Prompt tokens of the latest model request (sizes the remaining budget).
+    last_prompt_tokens: Option<u32>,
+    queue: MessageQueue,
+    compact_due: bool,
+    /// While compacting: the request history used instead of `turns`.
+    request_override: Option<Vec<Turn>>,
+    /// The last attempt received at least one stream event before failing.
+    stream_started: bool,
+    /// Where bindings come from when the registry can be reloaded.
+    live: Option<(Arc<crate::models::LiveModels>, Option<String>)>,
+}
+
+impl ChatSession {
+    /// A new, empty session.
+    pub fn new(
+        binding: ModelBinding,
+        tools: Arc<PluginRegistry>,
+        ui: Arc<dyn SessionUi>,
+        cfg: SessionConfig,
+    ) -> Self {
+        Self {
+            binding,
+            fallbacks: Vec::new(),
+            store: None,
+            tools,
+            ui,
+            cfg,
+            turns: Vec::new(),
+            always: HashSet::new(),
+            next_cycle: 1,
+            next_call: 1,
+            cancel: CancelHandle::default(),
+            token: CancellationToken::new(),
+            last_saved_id: 0,
+            row_ids: Vec::new(),
+            last_prompt_tokens: None,
+            queue: MessageQueue::default(),
+            compact_due: false,
+            request_override: None,
+            stream_started: false,
+            live: None,
+        }
+    }
+
+    /// Models to fall back to, in order, when the primary is unreachable.
+    pub fn with_fallbacks(mut self, fallbacks: Vec<ModelBinding>) -> Self {
+        self.fallbacks = fallbacks;
+        self
+    }
+
+    /// Takes bindings from a live registry (alias `None` = its default), resolved
+    /// at the start of every turn so reloads apply from the next turn on.
+    pub fn with_live_models(
+        mut self,
+        live: Arc<crate::models::LiveModels>,
+        alias: Option<String>,
+    ) -> Self {
+        self.live = Some((live, alias));
+        self
+    }
+
+    /// Persists every turn to workstream `ws_id` as it is appended.
+    pub fn with_storage(
+        mut self,
+        storage: turnstone_storage::Storage,
+        ws_id: impl Into<String>,
+    ) -> Self {
+        self.store = Some((storage, ws_id.into()));
+        self
+    }
+
+    /// Loads the workstream's history (bounded by its latest valid compaction
+    /// checkpoint) so the session continues where it stopped. An interrupted
+    /// tool batch is repaired before the next model request.
+    pub async fn resume(mut self) -> Result<Self, SessionError> {
+        use turnstone_storage::types::LoadMode;
+        let Some((db, ws_id)) = &self.store else {
+            return Ok(self);
+        };
+        let rows = db.load_turns(ws_id, LoadMode::Resume).await?;
+        self.last_saved_id = rows.iter().map(|r| r.id).max().unwrap_or(0);
+        self.row_ids = rows.iter().map(|r| r.id).collect();
+        self.turns = rows
+            .iter()
+            .map(crate::persist::from_row)
+            .collect::<Result<_, _>>()?;
+        Ok(self)
+    }
+
+    async fn append(&mut self, turn: Turn) -> Result<(), SessionError> {
+        let saved = match &self.store {
+            Some((db, ws_id)) => db.save_turn(ws_id, &crate::persist::to_row(&turn)).await,
+            None => Ok(0),
+        };
+        // Keep the turn in memory even when saving failed: nothing is lost, and
+        // the caller sees the error.
+        self.turns.push(turn);
+        self.row_ids.push(*saved.as_ref().unwrap_or(&0));
+        let id = saved.map_err(SessionError::from)?;
+        self.last_saved_id = self.last_saved_id.max(id);
+        Ok(())
+    }
+
+    /// The queue for messages sent while a turn runs.
+    pub fn queue(&self) -> MessageQueue {
+        self.queue.clone()
+    }
+
+    /// A handle that cancels the running turn from another task.
+    pub fn cancel_handle(&self) -> CancelHandle {
+        self.cancel.clone()
+    }
+
+    /// The canonical history.
+    pub fn turns(&self) -> &[Turn] {
+        &self.turns
+    }
+
+    fn state(&self, s: SessionState) {
+        self.ui.on_state_change(s);
+    }
+
+    /// Sends user input and runs the loop until the model stops calling tools.
+    pub async fn send(&mut self, input: &str) -> Result<(), SessionError> {
+        let result = self.send_inner(input).await;
+        if let Err(e) = &result
+            && !matches!(
+                e,
+                SessionError::Provider(_) | SessionError::Plugin(_) | SessionError::Cancelled
+            )
+        {
+            self.ui.on_error(&e.to_string());
+            self.state(SessionState::Error);
+        }
+        result
+    }
+
+    async fn send_inner(&mut self, input: &str) -> Result<(), SessionError> {
+        self.token = self.cancel.fresh();
+        if let Some((live, alias)) = &self.live {
+            let (primary, fallbacks) = live.bindings(alias.as_deref())?;
+            self.binding = primary;
+            self.fallbacks = fallbacks;
+        }
+        // Compact between turns, so the new input follows the summary verbatim.
+        if self.compact_due {
+            self.compact_inner(compact::Tail::None).await?;
+        }
+        self.append(Turn::text(Role::User, input)).await?;
+        loop {
+            let assistant = match self.stream_turn().await {
+                Ok(t) => t,
+                Err(StreamFailure::Cancelled(partial)) => {
+                    // Keep what was said, marked as interrupted; its tool calls never ran.
+                    let mut turn = Turn::text(Role::Assistant, partial);
+                    turn.meta.interrupted = true;
+                    self.append(turn).await?;
+                    self.ui.on_info("Cancelled.");
+                    self.state(SessionState::Idle);
+                    return Err(SessionError::Cancelled);
+                }
+                Err(StreamFailure::Error(e)) => {
+                    self.ui.on_error(&e.to_string());
+                    self.state(SessionState::Error);
+                    return Err(e);
+                }
+            };
+            let calls = assistant.tool_calls.clone();
+            self.append(assistant).await?;
+            self.ui.on_turn_commit();
+            if calls.is_empty() {
+                self.state(SessionState::Idle);
+                return Ok(());
+            }
+            let results = self.run_tools(&calls).await;
+            for r in results {
+                self.append(r).await?;
+            }
+            if self.token.is_cancelled() {
+                self.ui.on_info("Cancelled.");
+                self.state(SessionState::Idle);
+                return Err(SessionError::Cancelled);
+            }
+            // The tool-result seam: messages sent meanwhile join the conversation here.
+            for text in self.queue.drain() {
+                self.append(Turn::text(Role::User, text)).await?;
+            }
+            // A long tool loop can fill the window before the model stops:
+            // compact here, keeping the in-flight batch verbatim.
+            if self.compact_due {
+                self.compact_inner(compact::Tail::InFlightBatch).await?;
+            }
+        }
+    }
+}

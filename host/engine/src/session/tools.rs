@@ -1,0 +1,218 @@
+//! Tool calls: prepare, one approval cycle per batch, parallel execution.
+
+use super::{ChatSession, MAX_PARALLEL_TOOLS, NOT_STARTED};
+use crate::repair::CANCELLED_UNKNOWN;
+use crate::truncate::{CHARS_PER_TOKEN, default_limit, effective_limit, truncate_output};
+use crate::turn::{EffectStatus, ToolCall, Turn};
+use crate::ui::{Approval, PendingTool, SessionState, SessionUi};
+use std::sync::Arc;
+use turnstone_runtime::bindings::v0_1_0::provider::turnstone::plugin::provider_types as wit;
+use turnstone_runtime::{CallContext, CallError, LoadedPlugin, ToolOutputSink};
+
+struct ChunkForwarder {
+    ui: Arc<dyn SessionUi>,
+    call_id: String,
+}
+
+impl ToolOutputSink for ChunkForwarder {
+    fn chunk(&self, text: &str) -> bool {
+        self.ui.on_tool_output_chunk(&self.call_id, text);
+        true
+    }
+}
+
+/// A prepared call ready to execute: its plugin and normalised arguments.
+type Runnable = (Arc<LoadedPlugin>, String);
+
+/// Each result may use at least this many characters, however full the window.
+const MIN_RESULT_BUDGET_CHARS: usize = 2_000;
+
+impl ChatSession {
+    /// The share of the context window still free after the last prompt, in
+    /// characters per call of the batch (unknown before the first usage report).
+    fn remaining_budget_chars(&self, calls: usize) -> Option<usize> {
+        let used = self.last_prompt_tokens? as usize;
+        let free = (self.binding.context_window as usize).saturating_sub(used) * CHARS_PER_TOKEN;
+        Some((free / calls.max(1)).max(MIN_RESULT_BUDGET_CHARS))
+    }
+
+    pub(super) fn tool_definitions(&self) -> Vec<wit::ToolDefinition> {
+        self.tools
+            .tools()
+            .filter(|t| !t.coordinator || t.interactive)
+            .map(|t| {
+                let mut description = t.description.clone();
+                let ws = self.cfg.workspace.display().to_string();
+                for note in [&t.cwd_note, &t.workspace_note].into_iter().flatten() {
+                    description.push(' ');
+                    description.push_str(
+                        &note
+                            .replace("{working_dir}", &ws)
+                            .replace("{workspace_dir}", &ws),
+                    );
+                }
+                wit::ToolDefinition {
+                    name: t.name.clone(),
+                    description,
+                    parameters: t.parameters.to_string(),
+                }
+            })
+            .collect()
+    }
+
+    pub(super) async fn run_tools(&mut self, calls: &[ToolCall]) -> Vec<Turn> {
+        let ws = self.cfg.workspace.display().to_string();
+        let ctx = CallContext {
+            call_id: String::new(),
+            session_id: self.cfg.session_id.clone(),
+            workspace_dir: Some(ws.clone()),
+            working_dir: ws,
+            supports_vision: false,
+        };
+        // Prepare every call: parse arguments, validate, build previews.
+        let mut prepared: Vec<(PendingTool, Option<Runnable>)> = Vec::new();
+        for call in calls {
+            let mut item = PendingTool {
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                header: call.name.clone(),
+                preview: None,
+                needs_approval: false,
+                error: None,
+            };
+            let Some((plugin, spec)) = self.tools.tool(&call.name) else {
+                item.error = Some(format!("Error: unknown tool {:?}", call.name));
+                prepared.push((item, None));
+                continue;
+            };
+            let args = match spec.coerce_arguments(&call.arguments) {
+                Ok(a) => a,
+                Err(e) => {
+                    item.error = Some(format!("Error: {e}"));
+                    prepared.push((item, None));
+                    continue;
+                }
+            };
+            let call_ctx = CallContext {
+                call_id: call.id.clone(),
+                ..ctx.clone()
+            };
+            match plugin.prepare(&call.name, &args, &call_ctx).await {
+                Ok(Ok(p)) => {
+                    item.header = p.header;
+                    item.preview = p.body;
+                    item.needs_approval = p.needs_approval
+                        && !self.cfg.skip_permissions
+                        && !self.always.contains(&call.name);
+                    prepared.push((item, Some((plugin.clone(), args))));
+                }
+                Ok(Err(refusal)) => {
+                    item.error = Some(format!("Error: {refusal}"));
+                    prepared.push((item, None));
+                }
+                Err(e) => {
+                    item.error = Some(format!("Error: {e}"));
+                    prepared.push((item, None));
+                }
+            }
+        }
+        // Approve: one cycle per batch that needs the user.
+        let mut approval = Approval {
+            approved: true,
+            always: false,
+            feedback: None,
+        };
+        if prepared.iter().any(|(p, _)| p.needs_approval) {
+            self.state(SessionState::Attention);
+            let cycle = self.next_cycle;
+            self.next_cycle += 1;
+            let items: Vec<PendingTool> = prepared.iter().map(|(p, _)| p.clone()).collect();
+            approval = tokio::select! {
+                a = self.ui.approve_tools(cycle, &items) => a,
+                () = self.token.cancelled() => Approval { approved: false, always: false, feedback: None },
+            };
+            if approval.approved && approval.always {
+                for (p, _) in &prepared {
+                    if p.needs_approval {
+                        self.always.insert(p.name.clone());
+                    }
+                }
+            }
+        }
+        // Execute, at most MAX_PARALLEL_TOOLS at once; results keep call order.
+        self.state(SessionState::Running);
+        let limit = effective_limit(
+            self.cfg
+                .tool_truncation
+                .unwrap_or_else(|| default_limit(self.binding.context_window as usize)),
+            self.remaining_budget_chars(calls.len()),
+        );
+        let gate = Arc::new(tokio::sync::Semaphore::new(MAX_PARALLEL_TOOLS));
+        let feedback = approval.feedback.clone();
+        let jobs = prepared
+            .into_iter()
+            .zip(calls)
+            .map(|((item, runnable), call)| {
+                let gate = gate.clone();
+                let ui = self.ui.clone();
+                let ctx = CallContext {
+                    call_id: call.id.clone(),
+                    ..ctx.clone()
+                };
+                let denied = item.needs_approval && !approval.approved;
+                let feedback = feedback.clone();
+                let token = self.token.clone();
+                async move {
+                    let mut effect = None;
+                    let (mut output, is_error) = if let Some(err) = item.error {
+                        (err, true)
+                    } else if token.is_cancelled() {
+                        effect = Some(EffectStatus::None);
+                        (NOT_STARTED.to_string(), true)
+                    } else if denied {
+                        (
+                            "The user denied this tool call; it did not run.".to_string(),
+                            true,
+                        )
+                    } else if let Some((plugin, args)) = runnable {
+                        let permit = tokio::select! {
+                            p = gate.acquire() => p.ok(),
+                            () = token.cancelled() => None,
+                        };
+                        if permit.is_none() || token.is_cancelled() {
+                            effect = Some(EffectStatus::None);
+                            (NOT_STARTED.to_string(), true)
+                        } else {
+                            let sink = Arc::new(ChunkForwarder {
+                                ui: ui.clone(),
+                                call_id: call.id.clone(),
+                            });
+                            match plugin
+                                .execute(&call.name, &args, &ctx, sink, Some(&token))
+                                .await
+                            {
+                                Ok(r) => {
+                                    (truncate_output(&r.output, limit).into_owned(), r.is_error)
+                                }
+                                Err(CallError::Cancelled { .. }) => {
+                                    effect = Some(EffectStatus::Unknown);
+                                    (CANCELLED_UNKNOWN.to_string(), true)
+                                }
+                                Err(e) => (format!("Error: {e}"), true),
+                            }
+                        }
+                    } else {
+                        ("Error: the call could not be prepared".to_string(), true)
+                    };
+                    if let Some(f) = feedback.filter(|f| !f.trim().is_empty()) {
+                        output.push_str(&format!("\n\nUser feedback: {f}"));
+                    }
+                    ui.on_tool_result(&call.id, &call.name, &output, is_error);
+                    let mut turn = Turn::tool_result(call, output, is_error);
+                    turn.meta.effect = effect;
+                    turn
+                }
+            });
+        futures::future::join_all(jobs).await
+    }
+}
