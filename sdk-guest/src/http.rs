@@ -91,7 +91,7 @@ impl Request {
     /// Sends the request and waits for the response head.
     pub fn send(self) -> Result<Response, HttpError> {
         config::check_http(&self.url).map_err(|e| {
-            if e.grant_hint.is_empty() {
+            if e.detail.starts_with("invalid URL") {
                 HttpError::InvalidUrl(e.detail)
             } else {
                 HttpError::Denied(e)

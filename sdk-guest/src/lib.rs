@@ -46,6 +46,7 @@
 pub mod fs;
 pub mod host;
 pub mod http;
+pub mod model;
 pub mod process;
 pub mod provider;
 pub mod sse;

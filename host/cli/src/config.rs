@@ -12,7 +12,7 @@ pub struct HostConfig {
     /// `[plugins]`.
     #[serde(default)]
     pub plugins: PluginsConfig,
-    /// `[tools]` (only `workspace` is read here).
+    /// `[tools]`.
     #[serde(default)]
     pub tools: ToolsConfig,
 }
@@ -22,6 +22,56 @@ pub struct HostConfig {
 pub struct ToolsConfig {
     /// Workspace directory tools operate in.
     pub workspace: Option<PathBuf>,
+    /// Default bash timeout in seconds (1-600; 120 when unset).
+    pub timeout: Option<u64>,
+    /// SearxNG base URL for web_search (`$TURNSTONE_SEARXNG_URL` overrides).
+    pub searxng_url: Option<String>,
+    /// Let web_fetch reach private networks (cloud metadata never).
+    #[serde(default)]
+    pub allow_private_network: bool,
+}
+
+impl ToolsConfig {
+    /// Applies `[tools]` to the built-in tool plugins: their config values and,
+    /// for `web`, a grant for the configured SearxNG host.
+    pub fn apply(&self, plugins: &mut PluginsConfig) -> Result<()> {
+        if let Some(t) = self.timeout {
+            anyhow::ensure!(
+                (1..=600).contains(&t),
+                "[tools] timeout must be 1-600 seconds"
+            );
+            plugins
+                .config
+                .entry("bash".into())
+                .or_default()
+                .insert("timeout".into(), t.to_string());
+        }
+        let searxng = std::env::var("TURNSTONE_SEARXNG_URL")
+            .ok()
+            .filter(|v| !v.trim().is_empty())
+            .or_else(|| self.searxng_url.clone());
+        if let Some(url) = searxng {
+            let parsed = url::Url::parse(&url)
+                .with_context(|| format!("[tools] searxng_url {url:?} is not a URL"))?;
+            let host = parsed.host_str().context("searxng_url has no host")?;
+            let port = parsed.port_or_known_default().unwrap_or(80);
+            plugins
+                .config
+                .entry("web".into())
+                .or_default()
+                .insert("searxng_url".into(), url.clone());
+            // Only when the operator did not write their own grant for `web`.
+            plugins
+                .grants
+                .entry("web".into())
+                .or_insert_with(|| turnstone_runtime::Capabilities {
+                    http: vec!["<public>".into(), format!("{host}:{port}")],
+                    model: true,
+                    ..Default::default()
+                });
+        }
+        Ok(())
+    }
 }
 
 /// Where the config comes from: `--config`, `$TURNSTONE_CONFIG`,

@@ -98,10 +98,16 @@ async fn load_plugins(cli: &Cli) -> Result<(PluginRegistry, PathBuf, Runtime)> {
             "no built-in component directory found; run `cargo xtask build` or pass --builtin-dir"
         );
     }
+    let tools = &cfg.tools;
+    tools.apply(&mut plugins)?;
     let opts = LoadOptions {
         builtin_dir,
         config: plugins,
         workspace: Some(workspace.clone()),
+        network: turnstone_runtime::netguard::NetworkPolicy {
+            allow_private_network: tools.allow_private_network,
+            ..Default::default()
+        },
         ..Default::default()
     };
     let reg = PluginRegistry::load_all(&runtime, &opts).await;

@@ -10,6 +10,20 @@ use thiserror::Error;
 /// concrete grant (e.g. a model alias's base URL host) decides.
 pub const CONFIGURED_HOSTS: &str = "<configured>";
 
+/// HTTP grant meaning "any host whose addresses are all public": every request
+/// (so every redirect hop) is resolved and screened by the host's SSRF guard
+/// ([`crate::netguard`]). Valid in manifests and grants.
+pub const PUBLIC_HOSTS: &str = "<public>";
+
+/// How an allowed HTTP request must be sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HttpAccess {
+    /// An explicitly granted host: sent as is.
+    Granted,
+    /// Allowed only through the SSRF guard (`<public>`).
+    PublicOnly,
+}
+
 /// Access mode of a filesystem grant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -61,6 +75,9 @@ pub struct Capabilities {
     /// Names of host-held secrets the plugin may reference.
     #[serde(default)]
     pub secrets: Vec<String>,
+    /// May ask the calling session's model for a completion (`model` interface).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub model: bool,
 }
 
 /// A capability set that is malformed or dangerously broad.
@@ -97,7 +114,7 @@ impl Capabilities {
     /// [`CONFIGURED_HOSTS`] request form (provider and channel manifests only).
     pub fn validate_with(&self, allow_configured: bool) -> Result<(), CapabilityParseError> {
         for h in &self.http {
-            if allow_configured && h == CONFIGURED_HOSTS {
+            if (allow_configured && h == CONFIGURED_HOSTS) || h == PUBLIC_HOSTS {
                 continue;
             }
             HostPattern::parse(h)?;
@@ -134,6 +151,7 @@ impl Capabilities {
             && self.exec.is_empty()
             && self.env.is_empty()
             && self.secrets.is_empty()
+            && !self.model
     }
 }
 
@@ -373,25 +391,30 @@ impl EffectiveCapabilities {
         }
     }
 
-    /// Checks an outbound HTTP request to `host:port`.
-    pub fn check_http(&self, host: &str, port: u16) -> Result<(), Denial> {
+    /// Checks an outbound HTTP request to `host:port`: an explicitly granted
+    /// host is [`HttpAccess::Granted`]; any other host is allowed only as
+    /// [`HttpAccess::PublicOnly`] when `<public>` is requested and granted.
+    pub fn check_http(&self, host: &str, port: u16) -> Result<HttpAccess, Denial> {
         let allowed = |list: &[String]| {
             list.iter()
                 .filter_map(|p| HostPattern::parse(p).ok())
                 .any(|p| p.matches(host, port))
         };
-        let requested = allowed(&self.requested.http)
-            || self.requested.http.iter().any(|h| h == CONFIGURED_HOSTS);
+        let has = |list: &[String], v: &str| list.iter().any(|h| h == v);
+        let requested =
+            allowed(&self.requested.http) || has(&self.requested.http, CONFIGURED_HOSTS);
         if requested && allowed(&self.granted.http) {
-            Ok(())
-        } else {
-            let value = if matches!(port, 80 | 443) {
-                host.to_string()
-            } else {
-                format!("{host}:{port}")
-            };
-            Err(self.denial("http", format!("request to {host}:{port}"), "http", &value))
+            return Ok(HttpAccess::Granted);
         }
+        if has(&self.requested.http, PUBLIC_HOSTS) && has(&self.granted.http, PUBLIC_HOSTS) {
+            return Ok(HttpAccess::PublicOnly);
+        }
+        let value = if matches!(port, 80 | 443) {
+            host.to_string()
+        } else {
+            format!("{host}:{port}")
+        };
+        Err(self.denial("http", format!("request to {host}:{port}"), "http", &value))
     }
 
     /// Checks spawning `program`.
@@ -426,6 +449,20 @@ impl EffectiveCapabilities {
             Ok(())
         } else {
             Err(self.denial("env", format!("environment variable {name}"), "env", name))
+        }
+    }
+
+    /// Checks asking the session's model for a completion.
+    pub fn check_model(&self) -> Result<(), Denial> {
+        if self.requested.model && self.granted.model {
+            Ok(())
+        } else {
+            Err(Denial {
+                plugin: self.plugin.clone(),
+                capability: "model",
+                detail: "a completion from the session's model".into(),
+                hint: format!("[plugins.grants.{}] model = true", self.plugin),
+            })
         }
     }
 

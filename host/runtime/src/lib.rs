@@ -19,6 +19,7 @@ pub mod engine;
 pub mod error;
 pub mod host;
 pub mod manifest;
+pub mod netguard;
 pub mod plugin;
 pub mod registry;
 pub mod state;
@@ -30,7 +31,7 @@ pub use error::{CallError, LoadError, RuntimeError};
 pub use manifest::{Manifest, PluginKind};
 pub use plugin::{Limits, LoadedPlugin, PluginSettings, PluginSource, SecretSource, ToolSpec};
 pub use registry::{PluginEntry, PluginRegistry, PluginStatus};
-pub use state::ToolOutputSink;
+pub use state::{ModelAccess, ToolOutputSink};
 
 use crate::bindings::v0_1_0::{channel, provider, tool};
 use crate::cache::ComponentCache;

@@ -181,7 +181,8 @@ impl Manifest {
                 "component {c:?} must be a file name next to plugin.toml"
             )));
         }
-        let allow_configured = matches!(info.kind, PluginKind::Provider | PluginKind::Channel);
+        // Any kind may ask for operator-configured hosts; nothing matches until granted.
+        let allow_configured = true;
         manifest
             .capabilities
             .validate_with(allow_configured)

@@ -111,6 +111,8 @@ pub struct PluginContext {
     pub limits: Limits,
     /// Call/failure/denial counters.
     pub counters: Arc<PluginCounters>,
+    /// SSRF policy for `<public>` HTTP grants.
+    pub network: crate::netguard::NetworkPolicy,
     /// Processes started with `spawn-background`, killed when the plugin goes.
     pub(crate) background: crate::host::background::BackgroundProcesses,
 }
@@ -140,6 +142,8 @@ pub struct PluginSettings {
     pub secrets: Arc<dyn SecretSource>,
     /// Key-value backend for this plugin.
     pub kv: Arc<dyn KvStore>,
+    /// SSRF policy applied to `<public>` HTTP grants.
+    pub network: crate::netguard::NetworkPolicy,
 }
 
 impl Default for PluginSettings {
@@ -151,6 +155,7 @@ impl Default for PluginSettings {
             workspace: None,
             secrets: Arc::new(EnvSecrets),
             kv: Arc::new(crate::host::kv::MemoryKv::default()),
+            network: Default::default(),
         }
     }
 }
@@ -453,6 +458,7 @@ impl Runtime {
             kv: settings.kv,
             limits: settings.limits,
             background: Default::default(),
+            network: settings.network,
             counters: Arc::new(PluginCounters::default()),
         });
         let mut plugin = LoadedPlugin {

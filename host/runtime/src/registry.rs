@@ -77,6 +77,8 @@ pub struct LoadOptions {
     pub workspace: Option<PathBuf>,
     /// Secret values.
     pub secrets: Arc<dyn SecretSource>,
+    /// SSRF policy for `<public>` HTTP grants.
+    pub network: crate::netguard::NetworkPolicy,
 }
 
 impl Default for LoadOptions {
@@ -86,6 +88,7 @@ impl Default for LoadOptions {
             config: PluginsConfig::default(),
             workspace: None,
             secrets: Arc::new(EnvSecrets),
+            network: Default::default(),
         }
     }
 }
@@ -187,6 +190,7 @@ impl PluginRegistry {
             workspace: opts.workspace.clone(),
             secrets: opts.secrets.clone(),
             kv: Arc::new(MemoryKv::default()),
+            network: opts.network.clone(),
         };
         entry.status = match runtime.load(source, settings).await {
             Ok(p) => match self.tool_clash(&p) {

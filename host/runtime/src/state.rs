@@ -14,10 +14,27 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 /// Bytes of guest stderr kept for error reports (panic messages).
 const STDERR_CAPTURE: usize = 1 << 20;
 
-/// Receives a tool's streamed output chunks.
+/// Receives a tool's streamed output chunks, and carries what else the calling
+/// session lends the call.
 pub trait ToolOutputSink: Send + Sync {
     /// One chunk; return false to ask the tool to stop.
     fn chunk(&self, text: &str) -> bool;
+
+    /// The session's model, for the `model` interface (none by default).
+    fn model(&self) -> Option<Arc<dyn ModelAccess>> {
+        None
+    }
+}
+
+/// A language model a tool call may ask (the calling session's binding).
+pub trait ModelAccess: Send + Sync {
+    /// One completion without tools.
+    fn complete(
+        &self,
+        system: String,
+        prompt: String,
+        max_tokens: u32,
+    ) -> futures::future::BoxFuture<'static, Result<String, String>>;
 }
 
 /// A sink that drops everything (for `describe`/`prepare`).

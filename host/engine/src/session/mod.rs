@@ -3,6 +3,7 @@
 //! answers without tool calls.
 
 mod compact;
+mod model_access;
 mod queue;
 mod stream;
 mod tools;

@@ -103,7 +103,7 @@ pub(super) enum StreamFailure {
     Cancelled(String),
 }
 
-struct NoAttachments;
+pub(super) struct NoAttachments;
 
 impl AttachmentResolver for NoAttachments {
     fn data_url(&self, _id: &str) -> Option<String> {

@@ -7,17 +7,22 @@ use crate::turn::{EffectStatus, ToolCall, Turn};
 use crate::ui::{Approval, PendingTool, SessionState, SessionUi};
 use std::sync::Arc;
 use turnstone_runtime::bindings::v0_1_0::provider::turnstone::plugin::provider_types as wit;
-use turnstone_runtime::{CallContext, CallError, LoadedPlugin, ToolOutputSink};
+use turnstone_runtime::{CallContext, CallError, LoadedPlugin, ModelAccess, ToolOutputSink};
 
 struct ChunkForwarder {
     ui: Arc<dyn SessionUi>,
     call_id: String,
+    model: Arc<dyn ModelAccess>,
 }
 
 impl ToolOutputSink for ChunkForwarder {
     fn chunk(&self, text: &str) -> bool {
         self.ui.on_tool_output_chunk(&self.call_id, text);
         true
+    }
+
+    fn model(&self) -> Option<Arc<dyn ModelAccess>> {
+        Some(self.model.clone())
     }
 }
 
@@ -149,6 +154,10 @@ impl ChatSession {
         );
         let gate = Arc::new(tokio::sync::Semaphore::new(MAX_PARALLEL_TOOLS));
         let feedback = approval.feedback.clone();
+        let model: Arc<dyn ModelAccess> = Arc::new(super::model_access::SessionModel {
+            binding: self.binding.clone(),
+            cancel: self.token.clone(),
+        });
         let jobs = prepared
             .into_iter()
             .zip(calls)
@@ -162,6 +171,7 @@ impl ChatSession {
                 let denied = item.needs_approval && !approval.approved;
                 let feedback = feedback.clone();
                 let token = self.token.clone();
+                let model = model.clone();
                 async move {
                     let mut effect = None;
                     let (mut output, is_error) = if let Some(err) = item.error {
@@ -186,6 +196,7 @@ impl ChatSession {
                             let sink = Arc::new(ChunkForwarder {
                                 ui: ui.clone(),
                                 call_id: call.id.clone(),
+                                model,
                             });
                             match plugin
                                 .execute(&call.name, &args, &ctx, sink, Some(&token))

@@ -1,8 +1,12 @@
 //! The `wasi:http` gate: every outgoing request of a plugin passes
 //! [`EgressHooks::send_request`], which checks the effective HTTP grant before
 //! any DNS lookup or connection (fail-closed) and substitutes secret references
-//! in headers, so the secret never enters the guest.
+//! in headers, so the secret never enters the guest. Requests allowed only by a
+//! `<public>` grant are resolved and screened by the SSRF guard first and sent
+//! to the screened address.
 
+use crate::capability::HttpAccess;
+use crate::netguard::GuardError;
 use crate::plugin::{PluginContext, SecretSource};
 use http::HeaderValue;
 use std::sync::Arc;
@@ -91,7 +95,7 @@ impl WasiHttpHooks for EgressHooks {
             .caps
             .check_http(&host, port)
             .map_err(|d| d.to_string());
-        let decision = decision.and_then(|()| {
+        let decision = decision.and_then(|access| {
             for value in request.headers_mut().values_mut() {
                 let Ok(text) = value.to_str() else { continue };
                 if let Some(new) = substitute(&plugin, self.call_secrets.as_ref(), text)? {
@@ -101,20 +105,142 @@ impl WasiHttpHooks for EgressHooks {
                     *value = v;
                 }
             }
-            Ok(())
+            Ok(access)
         });
         Box::new(async move {
-            if let Err(reason) = decision {
-                plugin.counters.denial();
-                tracing::warn!(plugin = %plugin.name, %uri, "{reason}");
-                return Err(HttpError::HttpRequestDenied);
-            }
+            let access = match decision {
+                Ok(a) => a,
+                Err(reason) => {
+                    plugin.counters.denial();
+                    tracing::warn!(plugin = %plugin.name, %uri, "{reason}");
+                    return Err(HttpError::HttpRequestDenied);
+                }
+            };
             use http_body_util::BodyExt;
+            if access == HttpAccess::PublicOnly {
+                let addr = match plugin.network.screen(&host, port).await {
+                    Ok(a) => a,
+                    Err(e) => {
+                        plugin.counters.denial();
+                        tracing::warn!(plugin = %plugin.name, %uri, "{e}");
+                        return Err(match e {
+                            GuardError::Resolve { .. } => HttpError::DnsError {
+                                rcode: Some("address not available".into()),
+                                info_code: None,
+                            },
+                            GuardError::Blocked { .. } => HttpError::DestinationIpProhibited,
+                        });
+                    }
+                };
+                return guarded_send(request, addr, host, https, options).await;
+            }
             let (res, io) = wasmtime_wasi_http::default_send_request(request, options).await?;
             Ok((
                 res.map(BodyExt::boxed_unsync),
                 Box::new(io) as Box<dyn Future<Output = _> + Send>,
             ))
         })
+    }
+}
+
+type SendResult = Result<
+    (
+        http::Response<WasiBody>,
+        Box<dyn Future<Output = Result<(), HttpError>> + Send>,
+    ),
+    HttpError,
+>;
+
+/// Sends `request` to the already-screened `addr` (never re-resolving the
+/// name), with TLS verified against `host`.
+async fn guarded_send(
+    mut request: http::Request<WasiBody>,
+    addr: std::net::SocketAddr,
+    host: String,
+    https: bool,
+    options: Option<RequestOptions>,
+) -> SendResult {
+    use http_body_util::BodyExt;
+    use std::time::Duration;
+    use wasmtime_wasi_http::io::TokioIo;
+    let connect_timeout = options
+        .and_then(|o| o.connect_timeout)
+        .unwrap_or(Duration::from_secs(30));
+    let first_byte_timeout = options
+        .and_then(|o| o.first_byte_timeout)
+        .unwrap_or(Duration::from_secs(120));
+    let tcp = tokio::time::timeout(connect_timeout, tokio::net::TcpStream::connect(addr))
+        .await
+        .map_err(|_| HttpError::ConnectionTimeout)?
+        .map_err(|_| HttpError::ConnectionRefused)?;
+    let io: Box<dyn AsyncStream> = if https {
+        let roots = rustls::RootCertStore {
+            roots: webpki_roots::TLS_SERVER_ROOTS.into(),
+        };
+        let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| HttpError::InternalError(Some(e.to_string())))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        let name = rustls::pki_types::ServerName::try_from(host.clone())
+            .map_err(|_| HttpError::HttpRequestUriInvalid)?;
+        let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+            .connect(name, tcp)
+            .await
+            .map_err(|e| HttpError::TlsProtocolError.tap(&e))?;
+        Box::new(tls)
+    } else {
+        Box::new(tcp)
+    };
+    let (mut sender, conn) = tokio::time::timeout(
+        connect_timeout,
+        hyper::client::conn::http1::handshake(TokioIo::new(io)),
+    )
+    .await
+    .map_err(|_| HttpError::ConnectionTimeout)?
+    .map_err(HttpError::from)?;
+    // Origin-form on the wire; the Host header names the original host.
+    let path = request
+        .uri()
+        .path_and_query()
+        .map_or("/", |p| p.as_str())
+        .to_string();
+    *request.uri_mut() = path.parse().map_err(|_| HttpError::HttpRequestUriInvalid)?;
+    if !request.headers().contains_key(http::header::HOST) {
+        let value = HeaderValue::from_str(&host).map_err(|_| HttpError::HttpRequestUriInvalid)?;
+        request.headers_mut().insert(http::header::HOST, value);
+    }
+    let driver = tokio::spawn(conn);
+    let res = tokio::time::timeout(first_byte_timeout, sender.send_request(request))
+        .await
+        .map_err(|_| HttpError::ConnectionReadTimeout)?
+        .map_err(HttpError::from)?;
+    let res = res.map(|body| body.map_err(HttpError::from).boxed_unsync());
+    let io = async move {
+        match driver.await {
+            Ok(r) => r.map_err(HttpError::from),
+            Err(_) => Err(HttpError::InternalError(Some(
+                "connection task failed".into(),
+            ))),
+        }
+    };
+    Ok((res, Box::new(io)))
+}
+
+/// A connected byte stream (plain TCP or TLS).
+trait AsyncStream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> AsyncStream for T {}
+
+/// Logs a TLS failure's cause before it is reduced to a wasi-http error code.
+trait Tap {
+    fn tap(self, cause: &dyn std::fmt::Display) -> Self;
+}
+
+impl Tap for HttpError {
+    fn tap(self, cause: &dyn std::fmt::Display) -> Self {
+        tracing::debug!("TLS handshake failed: {cause}");
+        self
     }
 }

@@ -92,11 +92,21 @@ impl config::Host for HostState {
         };
         let host = parsed.host_str().unwrap_or_default();
         let port = parsed.port_or_known_default().unwrap_or(443);
-        Ok(self
-            .plugin
-            .caps
-            .check_http(host, port)
-            .map_err(|d| denial_to_wit(&d)))
+        match self.plugin.caps.check_http(host, port) {
+            Err(d) => Ok(Err(denial_to_wit(&d))),
+            Ok(crate::capability::HttpAccess::Granted) => Ok(Ok(())),
+            Ok(crate::capability::HttpAccess::PublicOnly) => Ok(self
+                .plugin
+                .network
+                .screen(host, port)
+                .await
+                .map(|_| ())
+                .map_err(|e| types::CapabilityError {
+                    capability: "http".into(),
+                    detail: e.to_string(),
+                    grant_hint: String::new(),
+                })),
+        }
     }
 }
 
@@ -134,6 +144,31 @@ impl tool::turnstone::plugin::tool_output::Host for HostState {
             return Ok(true);
         }
         Ok(self.tool_sink.chunk(&chunk))
+    }
+}
+
+impl tool::turnstone::plugin::model::Host for HostState {
+    async fn complete(
+        &mut self,
+        system: String,
+        prompt: String,
+        max_tokens: u32,
+    ) -> wasmtime::Result<Result<String, tool::turnstone::plugin::model::ModelError>> {
+        use tool::turnstone::plugin::model::ModelError;
+        if let Err(d) = self.plugin.caps.check_model() {
+            self.plugin.counters.denial();
+            tracing::warn!(plugin = %self.plugin.name, "{d}");
+            return Ok(Err(ModelError::Denied(denial_to_wit(&d))));
+        }
+        let Some(model) = self.tool_sink.model() else {
+            return Ok(Err(ModelError::Unavailable(
+                "no model is attached to this call".into(),
+            )));
+        };
+        Ok(model
+            .complete(system, prompt, max_tokens)
+            .await
+            .map_err(ModelError::Failed))
     }
 }
 

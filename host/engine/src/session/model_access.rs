@@ -1,0 +1,78 @@
+//! Lends the session's model to tool calls (the `model` host interface): one
+//! tool-less completion through the same provider component and binding the
+//! session uses, e.g. for web_fetch to answer the user's question about a page.
+
+use super::ModelBinding;
+use super::stream::NoAttachments;
+use crate::lower::to_wit_messages;
+use crate::turn::{Role, Turn};
+use std::sync::{Arc, Mutex};
+use turnstone_runtime::ModelAccess;
+use turnstone_runtime::bindings::v0_1_0::provider::turnstone::plugin::provider_types as wit;
+use turnstone_runtime::plugin::ProviderEventSink;
+
+/// The session's primary binding, as a [`ModelAccess`].
+pub(super) struct SessionModel {
+    pub(super) binding: ModelBinding,
+    pub(super) cancel: tokio_util::sync::CancellationToken,
+}
+
+#[derive(Default)]
+struct TextOnly(Mutex<String>);
+
+impl ProviderEventSink for TextOnly {
+    fn event(&self, event: wit::StreamEvent) -> bool {
+        if let wit::StreamEvent::TextDelta(t) = event {
+            self.0
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push_str(&t);
+        }
+        true
+    }
+}
+
+impl ModelAccess for SessionModel {
+    fn complete(
+        &self,
+        system: String,
+        prompt: String,
+        max_tokens: u32,
+    ) -> futures::future::BoxFuture<'static, Result<String, String>> {
+        let b = self.binding.clone();
+        let cancel = self.cancel.clone();
+        Box::pin(async move {
+            let turns = [
+                Turn::text(Role::System, system),
+                Turn::text(Role::User, prompt),
+            ];
+            let messages = to_wit_messages(&turns, &b.provider, false, &NoAttachments)
+                .map_err(|e| e.to_string())?;
+            let request = wit::CompletionRequest {
+                provider: b.provider.clone(),
+                base_url: b.base_url.clone(),
+                model: b.model.clone(),
+                messages,
+                tools: Vec::new(),
+                temperature: b.temperature,
+                max_tokens: Some(max_tokens.max(1)),
+                reasoning_effort: b.reasoning_effort.clone(),
+                replay_reasoning: false,
+                capabilities: b.capabilities.clone(),
+                extra: None,
+            };
+            let sink = Arc::new(TextOnly::default());
+            let _permit = match &b.admission {
+                Some(gate) => gate.clone().acquire_owned().await.ok(),
+                None => None,
+            };
+            b.plugin
+                .provider_complete(&request, sink.clone(), b.secrets.clone(), Some(&cancel))
+                .await
+                .map_err(|e| e.to_string())?
+                .map_err(|e| format!("{e:?}"))?;
+            let text = std::mem::take(&mut *sink.0.lock().unwrap_or_else(|p| p.into_inner()));
+            Ok(text)
+        })
+    }
+}
