@@ -1187,3 +1187,83 @@ async fn a_registry_reload_applies_from_the_next_turn_and_spares_the_one_in_flig
     assert_eq!(s.turns().last().unwrap().text_content(), "from B");
     assert_eq!((f.llm.requests().len(), b.requests().len()), (2, 1));
 }
+
+#[tokio::test]
+async fn the_model_reads_edits_and_runs_through_the_workspace_tools() {
+    let mut f = fixture(
+        vec![
+            sse(openai::tool_call(
+                "call_r",
+                "read_file",
+                &["{\"path\":\"app.cfg\"}"],
+            )),
+            sse(openai::tool_call(
+                "call_e",
+                "edit_file",
+                &[
+                    "{\"path\":\"app.cfg\",",
+                    "\"old_string\":\"port = 80\",\"new_string\":\"port = 8080\"}",
+                ],
+            )),
+            sse(openai::tool_call(
+                "call_b",
+                "bash",
+                &["{\"command\":\"grep port app.cfg && wc -l < app.cfg\"}"],
+            )),
+            sse(openai::text(&["The port is now 8080."])),
+        ],
+        true,
+    )
+    .await;
+    std::fs::write(f.ws.join("app.cfg"), "name = demo\nport = 80\n").unwrap();
+    f.session.send("switch the app to port 8080").await.unwrap();
+    assert_eq!(
+        std::fs::read_to_string(f.ws.join("app.cfg")).unwrap(),
+        "name = demo\nport = 8080\n"
+    );
+    let reqs = f.llm.requests();
+    assert_eq!(reqs.len(), 4);
+    let tool_result = |req: usize, id: &str| -> String {
+        reqs[req].body["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["tool_call_id"] == id)
+            .map(|m| m["content"].as_str().unwrap().to_string())
+            .unwrap_or_else(|| panic!("no result for {id}"))
+    };
+    assert_eq!(
+        tool_result(1, "call_r"),
+        "     1\tname = demo\n     2\tport = 80\n"
+    );
+    assert!(
+        tool_result(2, "call_e").starts_with("Edited "),
+        "{}",
+        tool_result(2, "call_e")
+    );
+    assert_eq!(tool_result(3, "call_b"), "port = 8080\n2\n");
+    let names: Vec<String> = reqs[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap().to_string())
+        .collect();
+    for tool in [
+        "bash",
+        "bash_output",
+        "kill_shell",
+        "read_file",
+        "write_file",
+        "edit_file",
+        "diff_file",
+        "search",
+        "web_fetch",
+        "web_search",
+    ] {
+        assert!(names.iter().any(|n| n == tool), "{tool} offered: {names:?}");
+    }
+    assert_eq!(
+        f.session.turns().last().unwrap().text_content(),
+        "The port is now 8080."
+    );
+}
