@@ -14,14 +14,20 @@ impl SseDecoder {
     pub fn push(&mut self, bytes: &[u8]) -> Vec<String> {
         self.buf.extend_from_slice(bytes);
         let mut out = Vec::new();
-        while let Some(nl) = self.buf.iter().position(|&b| b == b'\n') {
-            let mut line: Vec<u8> = self.buf.drain(..=nl).collect();
-            line.pop();
+        // Walk the lines with a cursor and drop the consumed prefix once, so a
+        // large chunk of many small events costs linear time.
+        let buf = std::mem::take(&mut self.buf);
+        let mut start = 0;
+        while let Some(nl) = buf[start..].iter().position(|&b| b == b'\n') {
+            let mut line = &buf[start..start + nl];
             if line.last() == Some(&b'\r') {
-                line.pop();
+                line = &line[..line.len() - 1];
             }
-            self.line(&String::from_utf8_lossy(&line), &mut out);
+            self.line(&String::from_utf8_lossy(line), &mut out);
+            start += nl + 1;
         }
+        self.buf = buf;
+        self.buf.drain(..start);
         out
     }
 

@@ -136,7 +136,7 @@ impl WasiHttpHooks for EgressHooks {
             }
             let (res, io) = wasmtime_wasi_http::default_send_request(request, options).await?;
             Ok((
-                res.map(BodyExt::boxed_unsync),
+                res.map(|b| super::readahead::read_ahead(b.boxed_unsync())),
                 Box::new(io) as Box<dyn Future<Output = _> + Send>,
             ))
         })
@@ -217,7 +217,8 @@ async fn guarded_send(
         .await
         .map_err(|_| HttpError::ConnectionReadTimeout)?
         .map_err(HttpError::from)?;
-    let res = res.map(|body| body.map_err(HttpError::from).boxed_unsync());
+    let res =
+        res.map(|body| super::readahead::read_ahead(body.map_err(HttpError::from).boxed_unsync()));
     let io = async move {
         match driver.await {
             Ok(r) => r.map_err(HttpError::from),

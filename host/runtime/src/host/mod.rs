@@ -4,6 +4,7 @@ pub mod background;
 pub mod egress;
 pub mod kv;
 pub mod process;
+pub mod readahead;
 
 use crate::bindings::v0_1_0::host::turnstone::plugin::{clock, config, log, types};
 use crate::bindings::v0_1_0::{channel, provider, tool};
