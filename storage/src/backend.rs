@@ -77,6 +77,10 @@ pub trait TurnStore: Send + Sync {
         watermark: i64,
         summary: &[NewTurn],
     ) -> Result<Checkpoint>;
+    /// Deletes every turn after `keep_through` (a rewind or retry). A compaction
+    /// checkpoint that covers or consists of deleted rows is dropped with them,
+    /// so resume falls back to the surviving transcript. Returns rows deleted.
+    async fn truncate_turns(&self, ws_id: &str, keep_through: i64) -> Result<u64>;
     /// The latest checkpoint if it is valid.
     async fn checkpoint(&self, ws_id: &str) -> Result<Option<Checkpoint>>;
     /// Full-text search over turn content, newest first.

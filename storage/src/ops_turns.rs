@@ -112,6 +112,38 @@ macro_rules! impl_turns {
                 Ok(cp)
             }
 
+            async fn truncate_turns(
+                &self,
+                ws_id: &str,
+                keep_through: i64,
+            ) -> $crate::error::Result<u64> {
+                let mut tx = self.begin_write().await?;
+                let raw = Self::checkpoint_raw(&mut *tx, ws_id).await?;
+                let stale = raw.as_deref().is_some_and(|r| {
+                    match serde_json::from_str::<$crate::types::Checkpoint>(r) {
+                        Ok(cp) => {
+                            cp.watermark > keep_through
+                                || cp.summary_ids.iter().any(|&id| id > keep_through)
+                        }
+                        Err(_) => false,
+                    }
+                });
+                if stale {
+                    sqlx::query("DELETE FROM workstream_config WHERE ws_id = $1 AND key = $2")
+                        .bind(ws_id)
+                        .bind($crate::ops_ws::CHECKPOINT_KEY)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                let done = sqlx::query("DELETE FROM conversations WHERE ws_id = $1 AND id > $2")
+                    .bind(ws_id)
+                    .bind(keep_through)
+                    .execute(&mut *tx)
+                    .await?;
+                tx.commit().await?;
+                Ok(done.rows_affected())
+            }
+
             async fn checkpoint(
                 &self,
                 ws_id: &str,

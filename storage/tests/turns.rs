@@ -12,7 +12,63 @@ both_backends!(
     full_text_search_returns_message_role_ws_and_time,
     hostile_search_input_is_plain_words,
     bad_input_gets_typed_errors,
+    truncate_drops_later_turns_and_a_checkpoint_that_covers_them,
 );
+
+async fn truncate_drops_later_turns_and_a_checkpoint_that_covers_them(h: Harness) {
+    let db = &h.db;
+    let ws = published(db, None).await;
+    let other = published(db, None).await;
+    let ids = db
+        .save_turns(
+            &ws,
+            &(1..=6).map(|i| user(&format!("t{i}"))).collect::<Vec<_>>(),
+        )
+        .await
+        .unwrap();
+    db.save_turn(&other, &user("elsewhere")).await.unwrap();
+    let texts = |v: Vec<StoredTurn>| {
+        v.into_iter()
+            .map(|t| t.content.unwrap())
+            .collect::<Vec<_>>()
+    };
+    // A checkpoint entirely before the cut survives.
+    db.save_compaction(&ws, ids[1], &[user("sum")])
+        .await
+        .unwrap();
+    assert_eq!(
+        db.truncate_turns(&ws, ids[4]).await.unwrap(),
+        2,
+        "t6 and the summary row"
+    );
+    // The summary row was after the cut: the checkpoint went with it.
+    assert_eq!(db.checkpoint(&ws).await.unwrap(), None);
+    assert_eq!(
+        texts(db.load_turns(&ws, LoadMode::Resume).await.unwrap()),
+        ["t1", "t2", "t3", "t4", "t5"]
+    );
+    let cp = db
+        .save_compaction(&ws, ids[1], &[user("sum2")])
+        .await
+        .unwrap();
+    let last = *cp.summary_ids.last().unwrap();
+    db.save_turn(&ws, &user("t7")).await.unwrap();
+    assert_eq!(db.truncate_turns(&ws, last).await.unwrap(), 1);
+    assert_eq!(
+        db.checkpoint(&ws).await.unwrap(),
+        Some(cp),
+        "kept: wholly before the cut"
+    );
+    assert_eq!(
+        texts(db.load_turns(&ws, LoadMode::Resume).await.unwrap()),
+        ["sum2", "t3", "t4", "t5"]
+    );
+    // Other workstreams are untouched; truncating past the end is a no-op.
+    assert_eq!(db.truncate_turns(&ws, i64::MAX).await.unwrap(), 0);
+    assert_eq!(db.count_turns(&other).await.unwrap(), 1);
+    assert_eq!(db.truncate_turns(&ws, 0).await.unwrap(), 6);
+    assert_eq!(db.count_turns(&ws).await.unwrap(), 0);
+}
 
 async fn turns_round_trip_byte_exact(h: Harness) {
     let db = &h.db;

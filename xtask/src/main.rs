@@ -4,7 +4,7 @@
 //! - `run [ARGS]` build (release) and run `turnstone ARGS`
 //! - `test`       build everything, then run every test (host workspace + SDK)
 //! - `lint`       `cargo fmt --check` and clippy on the host and every guest workspace
-//! - `bench`      run the runtime benchmarks
+//! - `bench`      run the runtime, engine and CLI start-up benchmarks
 //!
 //! Components are staged as `target/<set>/<plugin>/{plugin.toml, <plugin>.wasm}`:
 //! `components` (built-ins, loaded by default), `example-plugins` (third-party
@@ -265,7 +265,15 @@ fn main() -> Result<()> {
         "bench" => {
             build_guests()?;
             run(cargo()
-                .args(["bench", "--package", "turnstone-runtime"])
+                .args([
+                    "bench",
+                    "--package",
+                    "turnstone-runtime",
+                    "--package",
+                    "turnstone-engine",
+                    "--package",
+                    "turnstone",
+                ])
                 .args(rest)
                 .current_dir(root()))
         }

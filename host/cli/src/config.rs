@@ -15,6 +15,12 @@ pub struct HostConfig {
     /// `[tools]`.
     #[serde(default)]
     pub tools: ToolsConfig,
+    /// `[database]`.
+    #[serde(default)]
+    pub database: turnstone_storage::DbConfig,
+    /// `[models.*]` and `[model]`.
+    #[serde(flatten)]
+    pub models: turnstone_engine::models::ModelsConfig,
 }
 
 /// `[tools]`.

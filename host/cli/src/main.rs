@@ -1,19 +1,23 @@
 //! `turnstone`: the host binary.
 
+mod app;
 mod config;
+mod markdown;
 mod plugins_cmd;
+mod repl;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::time::Instant;
-use turnstone_runtime::registry::{LoadOptions, default_builtin_dir};
-use turnstone_runtime::{PluginRegistry, Runtime, RuntimeOptions};
 
 /// Turnstone: orchestration for tool-using AI agents, with every tool, provider
 /// and channel running as a sandboxed WebAssembly component.
+///
+/// Without a subcommand, starts the interactive terminal against the configured
+/// model. With stdin piped, each input line is one message and it exits at EOF.
 #[derive(Parser, Debug)]
-#[command(name = "turnstone", version, about, long_about = None)]
+#[command(name = "turnstone", version, about, long_about)]
 struct Cli {
     /// Config file (default: $TURNSTONE_CONFIG, ~/.config/turnstone/config.toml, ./config.toml).
     #[arg(long, global = true)]
@@ -30,6 +34,39 @@ struct Cli {
     /// Precompiled component cache (default: [plugins] cache_dir, else ~/.cache/turnstone/components).
     #[arg(long, global = true)]
     cache_dir: Option<PathBuf>,
+    /// Default bash timeout in seconds (1-600; overrides [tools] timeout).
+    #[arg(long, global = true)]
+    tool_timeout: Option<u64>,
+    /// Model API base URL (defines the `default` alias together with --model).
+    #[arg(long)]
+    base_url: Option<String>,
+    /// Model id; with it, the flags define a `default` alias that overrides [model] default.
+    #[arg(long)]
+    model: Option<String>,
+    /// API key for the flag-defined model (default: $OPENAI_API_KEY).
+    #[arg(long)]
+    api_key: Option<String>,
+    /// Provider of the flag-defined model: openai, openai-compatible, anthropic, anthropic-compatible, google.
+    #[arg(long)]
+    provider: Option<String>,
+    /// Context window of the default model, in tokens.
+    #[arg(long)]
+    context_window: Option<u32>,
+    /// Run every tool call without asking.
+    #[arg(long)]
+    skip_permissions: bool,
+    /// Tool output limit in characters (default: half the context window).
+    #[arg(long)]
+    tool_truncation: Option<usize>,
+    /// Continue a saved workstream by alias, id or id prefix.
+    #[arg(long)]
+    resume: Option<String>,
+    /// SQLite database file (default: [database], $TURNSTONE_DB_*, else ~/.local/share/turnstone/turnstone.db).
+    #[arg(long)]
+    db: Option<PathBuf>,
+    /// Days after which unnamed workstreams are pruned at start-up (0 = never).
+    #[arg(long, default_value_t = 90)]
+    retention_days: u64,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -49,6 +86,10 @@ enum Command {
         #[arg(default_value = "{}")]
         args: String,
     },
+    /// The HTTP server with the browser UI (not in this build yet).
+    Serve,
+    /// Offline user and API-token administration (not in this build yet).
+    Admin,
 }
 
 #[derive(Subcommand, Debug)]
@@ -66,52 +107,33 @@ enum PluginsAction {
     },
 }
 
-async fn load_plugins(cli: &Cli) -> Result<(PluginRegistry, PathBuf, Runtime)> {
-    let (cfg, cfg_path) = config::load(cli.config.as_deref())?;
-    if let Some(p) = &cfg_path {
-        tracing::debug!(config = %p.display(), "config loaded");
+impl Cli {
+    fn plugin_flags(&self) -> app::PluginFlags {
+        app::PluginFlags {
+            config: self.config.clone(),
+            workspace: self.workspace.clone(),
+            plugin_dirs: self.plugin_dirs.clone(),
+            builtin_dir: self.builtin_dir.clone(),
+            cache_dir: self.cache_dir.clone(),
+            tool_timeout: self.tool_timeout,
+        }
     }
-    let workspace = match cli.workspace.clone().or(cfg.tools.workspace.clone()) {
-        Some(w) => w,
-        None => std::env::current_dir()?,
-    };
-    let workspace = std::fs::canonicalize(&workspace)
-        .with_context(|| format!("workspace {}", workspace.display()))?;
-    let mut plugins = cfg.plugins.clone();
-    plugins.dirs.extend(cli.plugin_dirs.iter().cloned());
-    let cache_dir = cli
-        .cache_dir
-        .clone()
-        .or(plugins.cache_dir.clone())
-        .or_else(config::default_cache_dir);
-    let runtime = Runtime::new(RuntimeOptions {
-        cache_dir,
-        ..Default::default()
-    })?;
-    let builtin_dir = cli
-        .builtin_dir
-        .clone()
-        .or(plugins.builtin_dir.clone())
-        .or_else(default_builtin_dir);
-    if builtin_dir.is_none() {
-        tracing::warn!(
-            "no built-in component directory found; run `cargo xtask build` or pass --builtin-dir"
-        );
+
+    fn session_flags(&self) -> app::SessionFlags {
+        app::SessionFlags {
+            model: turnstone_engine::models::CliModel {
+                base_url: self.base_url.clone(),
+                model: self.model.clone(),
+                api_key: self.api_key.clone(),
+                provider: self.provider.clone(),
+                context_window: self.context_window,
+            },
+            skip_permissions: self.skip_permissions,
+            tool_truncation: self.tool_truncation,
+            db: self.db.clone(),
+            retention_days: self.retention_days,
+        }
     }
-    let tools = &cfg.tools;
-    tools.apply(&mut plugins)?;
-    let opts = LoadOptions {
-        builtin_dir,
-        config: plugins,
-        workspace: Some(workspace.clone()),
-        network: turnstone_runtime::netguard::NetworkPolicy {
-            allow_private_network: tools.allow_private_network,
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    let reg = PluginRegistry::load_all(&runtime, &opts).await;
-    Ok((reg, workspace, runtime))
 }
 
 #[tokio::main]
@@ -127,37 +149,36 @@ async fn main() -> Result<()> {
         .init();
     let cli = Cli::parse();
     let started = Instant::now();
-    let (reg, workspace, _runtime) = load_plugins(&cli).await?;
-    let mut out = std::io::stdout().lock();
     match &cli.command {
-        Some(Command::Plugins { action }) => match action {
-            PluginsAction::List { json } => plugins_cmd::list(&reg, *json, &mut out)?,
-            PluginsAction::Info { name } => plugins_cmd::info(&reg, name, &mut out)?,
-        },
+        Some(Command::Plugins { action }) => {
+            let (loaded, _) = app::load_plugins(&cli.plugin_flags(), None).await?;
+            let mut out = std::io::stdout().lock();
+            match action {
+                PluginsAction::List { json } => {
+                    plugins_cmd::list(&loaded.registry, *json, &mut out)?
+                }
+                PluginsAction::Info { name } => {
+                    plugins_cmd::info(&loaded.registry, name, &mut out)?
+                }
+            }
+        }
         Some(Command::Tool { name, args }) => {
-            drop(out);
-            let failed = plugins_cmd::call_tool(&reg, name, args, &workspace).await?;
+            let (loaded, _) = app::load_plugins(&cli.plugin_flags(), None).await?;
+            let failed =
+                plugins_cmd::call_tool(&loaded.registry, name, args, &loaded.workspace).await?;
             if failed {
                 std::process::exit(1);
             }
         }
+        Some(Command::Serve) | Some(Command::Admin) => {
+            anyhow::bail!(
+                "`turnstone serve` and `turnstone admin` are not part of this build yet: the HTTP server, \
+                 browser UI and user administration are the next milestone"
+            );
+        }
         None => {
-            use std::io::Write;
-            writeln!(
-                out,
-                "turnstone {} — workspace {} — {} plugin(s) loaded in {} ms\n",
-                env!("CARGO_PKG_VERSION"),
-                workspace.display(),
-                reg.loaded().count(),
-                started.elapsed().as_millis()
-            )?;
-            plugins_cmd::list(&reg, false, &mut out)?;
-            writeln!(
-                out,
-                "\nThe interactive REPL is not built yet (the engine exists as a library); today you can \
-                 inspect plugins (`turnstone plugins list|info`) and call tools directly \
-                 (`turnstone tool read_file '{{\"path\":\"README.md\"}}'`)."
-            )?;
+            let app = app::App::start(&cli.plugin_flags(), cli.session_flags()).await?;
+            repl::run(app, cli.resume.clone(), started).await?;
         }
     }
     Ok(())

@@ -75,6 +75,8 @@ pub struct CliModel {
     pub api_key: Option<String>,
     /// `--provider`.
     pub provider: Option<String>,
+    /// `--context-window`: overrides the default alias's window.
+    pub context_window: Option<u32>,
 }
 
 /// Registry errors.
@@ -383,6 +385,11 @@ impl ModelRegistry {
         if let Some(a) = &cfg.model.agent_model {
             check("agent_model", a)?;
         }
+        if let Some(window) = cli.context_window
+            && let Some(alias) = aliases.get_mut(&default).and_then(Arc::get_mut)
+        {
+            alias.config.context_window = Some(window);
+        }
         Ok(Self {
             aliases,
             default,
@@ -484,10 +491,16 @@ agent_model = "claude"
             model: Some("llama".into()),
             api_key: None,
             provider: Some("openai-compatible".into()),
+            context_window: Some(32_000),
         };
         let r = ModelRegistry::build(&cfg(SAMPLE), &cli, &env, None).unwrap();
         assert_eq!(r.default, "default");
         assert_eq!(r.alias("default").unwrap().config.model, "llama");
+        assert_eq!(
+            r.alias("default").unwrap().config.context_window,
+            Some(32_000)
+        );
+        assert_eq!(r.alias("local").unwrap().config.context_window, None);
         assert!(ModelRegistry::build(&ModelsConfig::default(), &cli, &env, None).is_ok());
     }
 

@@ -1267,3 +1267,72 @@ async fn the_model_reads_edits_and_runs_through_the_workspace_tools() {
         "The port is now 8080."
     );
 }
+
+#[tokio::test]
+async fn rewind_retry_and_clear_edit_memory_and_storage_together() {
+    use turnstone_engine::session::{EditError, SessionError};
+    use turnstone_storage::prelude::*;
+    let (_d, db) = sqlite().await;
+    let ws = new_workstream(&db).await;
+    let f = fixture(Vec::new(), false).await;
+    for reply in ["one", "two", "three"] {
+        f.llm.push(sse(openai::text(&[reply])));
+    }
+    let mut s = ChatSession::new(
+        f.binding.clone(),
+        f.session_tools(),
+        f.ui.clone(),
+        SessionConfig::new(ws.clone(), f.ws.clone()),
+    )
+    .with_storage(db.clone(), ws.clone());
+    for q in ["q1", "q2", "q3"] {
+        s.send(q).await.unwrap();
+    }
+    let stored = |db: Storage, ws: String| async move {
+        db.load_turns(&ws, LoadMode::Resume)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|t| t.content.unwrap_or_default())
+            .collect::<Vec<_>>()
+    };
+    assert!(matches!(
+        s.rewind(4).await,
+        Err(SessionError::Edit(EditError::TooFar {
+            asked: 4,
+            available: 3
+        }))
+    ));
+    assert_eq!(s.rewind(2).await.unwrap(), "q2");
+    assert_eq!(s.turns().len(), 2);
+    assert_eq!(stored(db.clone(), ws.clone()).await, ["q1", "one"]);
+
+    // Retry drops the last answer and asks again with the same message.
+    f.llm.push(sse(openai::text(&["one again"])));
+    s.retry().await.unwrap();
+    assert_eq!(stored(db.clone(), ws.clone()).await, ["q1", "one again"]);
+    let req = f.llm.requests().pop().unwrap();
+    let msgs = req.body["messages"].as_array().unwrap();
+    assert_eq!(msgs.len(), 1, "only q1 goes to the model: {msgs:?}");
+    assert_eq!(msgs[0]["content"], "q1");
+
+    // Clear forgets the context but not the stored history.
+    s.clear();
+    assert!(s.turns().is_empty());
+    assert!(matches!(
+        s.retry().await,
+        Err(SessionError::Edit(EditError::NothingToEdit("retry")))
+    ));
+    f.llm.push(sse(openai::text(&["fresh"])));
+    s.send("q4").await.unwrap();
+    let req = f.llm.requests().pop().unwrap();
+    assert_eq!(req.body["messages"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        stored(db.clone(), ws.clone()).await,
+        ["q1", "one again", "q4", "fresh"]
+    );
+    assert!(matches!(
+        s.set_model_alias("nope"),
+        Err(SessionError::Edit(EditError::FixedModel))
+    ));
+}

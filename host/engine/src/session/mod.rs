@@ -3,11 +3,13 @@
 //! answers without tool calls.
 
 mod compact;
+mod edit;
 mod model_access;
 mod queue;
 mod stream;
 mod tools;
 
+pub use edit::EditError;
 pub use queue::{CancelHandle, MAX_QUEUED, MessageQueue, QueueFull};
 
 use crate::turn::{Role, Turn};
@@ -155,6 +157,9 @@ pub enum SessionError {
     /// The model registry cannot serve the session's alias.
     #[error(transparent)]
     Model(#[from] crate::models::ModelError),
+    /// A rewind, retry or model switch was refused.
+    #[error(transparent)]
+    Edit(#[from] EditError),
 }
 
 /// One conversation.
@@ -286,6 +291,11 @@ impl ChatSession {
     /// A handle that cancels the running turn from another task.
     pub fn cancel_handle(&self) -> CancelHandle {
         self.cancel.clone()
+    }
+
+    /// The workstream this session persists to, if any.
+    pub fn ws_id(&self) -> Option<&str> {
+        self.store.as_ref().map(|(_, id)| id.as_str())
     }
 
     /// The canonical history.

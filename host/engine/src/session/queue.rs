@@ -46,7 +46,8 @@ impl MessageQueue {
         self.len() == 0
     }
 
-    pub(super) fn drain(&self) -> Vec<String> {
+    /// Removes and returns every waiting message, oldest first.
+    pub fn drain(&self) -> Vec<String> {
         self.inner
             .lock()
             .unwrap_or_else(|p| p.into_inner())

@@ -1,0 +1,285 @@
+//! Everything a front end needs, assembled once from config and flags: the
+//! plugin registry (tools and providers), the model registry, storage and the
+//! session defaults. The REPL uses it today; `serve` will share it.
+
+use crate::config::{self, HostConfig};
+use anyhow::{Context, Result};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use turnstone_engine::models::{CliModel, LiveModels, ModelRegistry};
+use turnstone_engine::session::{ChatSession, SessionConfig};
+use turnstone_engine::ui::SessionUi;
+use turnstone_runtime::registry::{LoadOptions, default_builtin_dir};
+use turnstone_runtime::{PluginRegistry, Runtime, RuntimeOptions};
+use turnstone_storage::Storage;
+use turnstone_storage::prelude::*;
+
+/// Flags shared by every subcommand that loads plugins.
+#[derive(Debug, Clone, Default)]
+pub struct PluginFlags {
+    /// `--config`.
+    pub config: Option<PathBuf>,
+    /// `--workspace`.
+    pub workspace: Option<PathBuf>,
+    /// `--plugin-dir`.
+    pub plugin_dirs: Vec<PathBuf>,
+    /// `--builtin-dir`.
+    pub builtin_dir: Option<PathBuf>,
+    /// `--cache-dir`.
+    pub cache_dir: Option<PathBuf>,
+    /// `--tool-timeout` (bash default, seconds).
+    pub tool_timeout: Option<u64>,
+}
+
+/// Flags that shape chat sessions.
+#[derive(Debug, Clone, Default)]
+pub struct SessionFlags {
+    /// `--base-url`, `--model`, `--api-key`, `--provider`, `--context-window`.
+    pub model: CliModel,
+    /// `--skip-permissions`.
+    pub skip_permissions: bool,
+    /// `--tool-truncation`.
+    pub tool_truncation: Option<usize>,
+    /// `--db` (SQLite file).
+    pub db: Option<PathBuf>,
+    /// `--retention-days` (0 disables age pruning).
+    pub retention_days: u64,
+}
+
+/// Plugins loaded with the config they were loaded from.
+pub struct Loaded {
+    /// The parsed config file (defaults when there is none).
+    pub config: HostConfig,
+    /// Tool and provider components.
+    pub registry: Arc<PluginRegistry>,
+    /// The workspace tools work in.
+    pub workspace: PathBuf,
+    /// Keeps the engine (and its compiled-code cache) alive.
+    pub _runtime: Runtime,
+}
+
+/// Loads config and plugins. `extra_grants` are merged into operator grants
+/// (the model registry's provider hosts).
+pub async fn load_plugins(
+    flags: &PluginFlags,
+    models: Option<&CliModel>,
+) -> Result<(Loaded, Option<ModelRegistry>)> {
+    let (mut cfg, cfg_path) = config::load(flags.config.as_deref())?;
+    if let Some(p) = &cfg_path {
+        tracing::debug!(config = %p.display(), "config loaded");
+    }
+    let workspace = match flags.workspace.clone().or(cfg.tools.workspace.clone()) {
+        Some(w) => w,
+        None => std::env::current_dir()?,
+    };
+    let workspace = std::fs::canonicalize(&workspace)
+        .with_context(|| format!("workspace {}", workspace.display()))?;
+    let mut plugins = cfg.plugins.clone();
+    plugins.dirs.extend(flags.plugin_dirs.iter().cloned());
+    let cache_dir = flags
+        .cache_dir
+        .clone()
+        .or(plugins.cache_dir.clone())
+        .or_else(config::default_cache_dir);
+    let runtime = Runtime::new(RuntimeOptions {
+        cache_dir,
+        ..Default::default()
+    })?;
+    let builtin_dir = flags
+        .builtin_dir
+        .clone()
+        .or(plugins.builtin_dir.clone())
+        .or_else(default_builtin_dir);
+    if builtin_dir.is_none() {
+        tracing::warn!(
+            "no built-in component directory found; run `cargo xtask build` or pass --builtin-dir"
+        );
+    }
+    if let Some(t) = flags.tool_timeout {
+        cfg.tools.timeout = Some(t);
+    }
+    cfg.tools.apply(&mut plugins)?;
+    let registry = match models {
+        Some(cli) => {
+            let env = |k: &str| std::env::var(k).ok();
+            let reg = ModelRegistry::build(&cfg.models, cli, &env, None)?;
+            for (component, grant) in reg.provider_grants() {
+                let g = plugins.grants.entry(component.to_string()).or_default();
+                for h in grant.http {
+                    if !g.http.contains(&h) {
+                        g.http.push(h);
+                    }
+                }
+                for s in grant.secrets {
+                    if !g.secrets.contains(&s) {
+                        g.secrets.push(s);
+                    }
+                }
+            }
+            Some(reg)
+        }
+        None => None,
+    };
+    let opts = LoadOptions {
+        builtin_dir,
+        config: plugins,
+        workspace: Some(workspace.clone()),
+        network: turnstone_runtime::netguard::NetworkPolicy {
+            allow_private_network: cfg.tools.allow_private_network,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let reg = PluginRegistry::load_all(&runtime, &opts).await;
+    Ok((
+        Loaded {
+            config: cfg,
+            registry: Arc::new(reg),
+            workspace,
+            _runtime: runtime,
+        },
+        registry,
+    ))
+}
+
+/// A ready chat environment.
+pub struct App {
+    /// Plugins and config.
+    pub loaded: Loaded,
+    /// Model aliases, swappable at run time.
+    pub models: Arc<LiveModels>,
+    /// Conversation storage.
+    pub storage: Storage,
+    /// Session flags.
+    pub flags: SessionFlags,
+    /// What start-up maintenance did (pruned, reaped), for the banner.
+    pub housekeeping: Vec<String>,
+}
+
+/// The per-user default database for the CLI, so `--resume` works from any directory.
+fn default_cli_db() -> Option<PathBuf> {
+    std::env::var_os("XDG_DATA_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))
+        .map(|d| d.join("turnstone/turnstone.db"))
+}
+
+/// Opens storage: `--db`, else `[database]` + `TURNSTONE_DB_*`, else the per-user file.
+pub async fn open_storage(cfg: &HostConfig, db_flag: Option<&Path>) -> Result<Storage> {
+    let mut db = cfg.database.clone().with_env()?;
+    if let Some(path) = db_flag {
+        db.backend = BackendKind::Sqlite;
+        db.path = Some(path.to_path_buf());
+    } else if db.backend == BackendKind::Sqlite && db.path.is_none() {
+        db.path = default_cli_db();
+    }
+    if db.backend == BackendKind::Sqlite
+        && let Some(parent) = db.sqlite_path().parent()
+        && !parent.as_os_str().is_empty()
+    {
+        tokio::fs::create_dir_all(parent)
+            .await
+            .with_context(|| format!("cannot create {}", parent.display()))?;
+    }
+    turnstone_storage::open(&db)
+        .await
+        .with_context(|| format!("cannot open the database ({:?})", db.backend))
+}
+
+impl App {
+    /// Loads everything and runs start-up housekeeping.
+    pub async fn start(plugins: &PluginFlags, flags: SessionFlags) -> Result<Self> {
+        let (loaded, registry) = load_plugins(plugins, Some(&flags.model)).await?;
+        let registry = registry.context("no model registry")?;
+        let mut providers = BTreeMap::new();
+        for name in ["openai", "anthropic"] {
+            if let Some(p) = loaded.registry.plugin(name) {
+                providers.insert(name.to_string(), p.clone());
+            }
+        }
+        let models = LiveModels::new(registry, providers);
+        // Fail now, with the reason, rather than at the first message.
+        models.bindings(None)?;
+        let storage = open_storage(&loaded.config, flags.db.as_deref()).await?;
+        let mut housekeeping = Vec::new();
+        let retention =
+            (flags.retention_days > 0).then(|| Duration::from_secs(flags.retention_days * 86_400));
+        match storage
+            .prune_workstreams(retention, Duration::from_secs(3600))
+            .await
+        {
+            Ok(p) if !p.is_empty() => {
+                housekeeping.push(format!("pruned {} old workstream(s)", p.len()))
+            }
+            Ok(_) => {}
+            Err(e) => housekeeping.push(format!("pruning failed: {e}")),
+        }
+        match storage
+            .reap_abandoned_creates(Duration::from_secs(600), &[])
+            .await
+        {
+            Ok(r) if !r.is_empty() => {
+                housekeeping.push(format!("reaped {} abandoned create(s)", r.len()))
+            }
+            Ok(_) => {}
+            Err(e) => housekeeping.push(format!("reaping failed: {e}")),
+        }
+        Ok(Self {
+            loaded,
+            models,
+            storage,
+            flags,
+            housekeeping,
+        })
+    }
+
+    /// Creates and publishes a new workstream.
+    pub async fn create_workstream(&self, name: &str) -> Result<String> {
+        let r = self
+            .storage
+            .create_workstream(&NewWorkstream {
+                name: name.to_string(),
+                ..Default::default()
+            })
+            .await?;
+        self.storage.publish_workstream(&r).await?;
+        Ok(r.ws_id)
+    }
+
+    /// A session on workstream `ws_id` (history resumed when `resume`).
+    pub async fn session(
+        &self,
+        ws_id: &str,
+        ui: Arc<dyn SessionUi>,
+        resume: bool,
+    ) -> Result<ChatSession> {
+        let (binding, fallbacks) = self.models.bindings(None)?;
+        let cfg = SessionConfig {
+            skip_permissions: self.flags.skip_permissions,
+            tool_truncation: self.flags.tool_truncation,
+            ..SessionConfig::new(ws_id, self.loaded.workspace.clone())
+        };
+        let s = ChatSession::new(binding, self.loaded.registry.clone(), ui, cfg)
+            .with_fallbacks(fallbacks)
+            .with_live_models(self.models.clone(), None)
+            .with_storage(self.storage.clone(), ws_id);
+        Ok(if resume { s.resume().await? } else { s })
+    }
+
+    /// One line describing the model in use.
+    pub fn model_line(&self) -> String {
+        let reg = self.models.snapshot();
+        match reg.alias(&reg.default) {
+            Some(a) => format!(
+                "{} ({} · {} · {}k context)",
+                a.name,
+                a.config.model,
+                a.base_url,
+                a.config.context_window.unwrap_or(128_000) / 1000
+            ),
+            None => reg.default.clone(),
+        }
+    }
+}

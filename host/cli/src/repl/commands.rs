@@ -1,0 +1,175 @@
+//! Slash commands: parsing and help text.
+
+/// A parsed slash command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    /// `/help`.
+    Help,
+    /// `/clear`.
+    Clear,
+    /// `/new`.
+    New,
+    /// `/resume <alias|id|prefix>`.
+    Resume(String),
+    /// `/name <alias>`.
+    Name(String),
+    /// `/history [query]`.
+    History(Option<String>),
+    /// `/compact`.
+    Compact,
+    /// `/retry`.
+    Retry,
+    /// `/rewind [N]`.
+    Rewind(usize),
+    /// `/model [alias]`.
+    Model(Option<String>),
+    /// `/plugins`.
+    Plugins,
+    /// `/mcp`.
+    Mcp,
+    /// `/exit`.
+    Exit,
+    /// `/ws list`.
+    WsList,
+    /// `/ws new [name]`.
+    WsNew(Option<String>),
+    /// `/ws <N>`.
+    WsSwitch(usize),
+    /// `/ws close [N]`.
+    WsClose(Option<usize>),
+    /// `/ws rename <name>`.
+    WsRename(String),
+}
+
+/// The `/help` text.
+pub const HELP: &str = "\
+Commands:
+  /help                 this help
+  /clear                forget the conversation context (history stays saved)
+  /new                  start a fresh workstream in this slot (the old one stays resumable)
+  /resume <x>           continue a saved workstream by alias, id or id prefix
+  /name <alias>         give this workstream an alias (named ones are never pruned)
+  /history [query]      list saved workstreams, or search their messages
+  /compact              summarize the conversation now to free context
+  /retry                ask the model again for the last message
+  /rewind [N]           drop the last N messages (default 1) and their answers
+  /model [alias]        list model aliases, or switch this workstream to one
+  /plugins              loaded plugins with state and capabilities
+  /mcp                  MCP servers
+  /ws list              workstreams in this terminal
+  /ws new [name]        open a workstream and switch to it
+  /ws <N>               switch to workstream N (background ones keep running)
+  /ws close [N]         close a workstream (default: this one)
+  /ws rename <name>     rename this workstream
+  /exit                 quit (also Ctrl-D, or Ctrl-C twice at an empty prompt)
+Typing while a turn runs queues the message; it joins at the next tool result.
+Ctrl-C cancels the running turn.";
+
+/// Parses `line`; `Ok(None)` when it is not a slash command.
+pub fn parse(line: &str) -> Result<Option<Command>, String> {
+    let line = line.trim();
+    let Some(rest) = line.strip_prefix('/') else {
+        return Ok(None);
+    };
+    // `//text` sends `/text` as a message.
+    if rest.starts_with('/') {
+        return Ok(None);
+    }
+    let (name, arg) = match rest.split_once(char::is_whitespace) {
+        Some((n, a)) => (n, a.trim()),
+        None => (rest, ""),
+    };
+    let arg_opt = (!arg.is_empty()).then(|| arg.to_string());
+    let need = |what: &str| -> Result<String, String> {
+        arg_opt
+            .clone()
+            .ok_or_else(|| format!("/{name} needs {what}"))
+    };
+    let cmd = match name {
+        "help" | "?" => Command::Help,
+        "clear" => Command::Clear,
+        "new" => Command::New,
+        "resume" => Command::Resume(need("an alias, id or id prefix")?),
+        "name" => Command::Name(need("an alias")?),
+        "history" => Command::History(arg_opt),
+        "compact" => Command::Compact,
+        "retry" => Command::Retry,
+        "rewind" => Command::Rewind(match arg {
+            "" => 1,
+            n => n
+                .parse()
+                .ok()
+                .filter(|&n| n > 0)
+                .ok_or_else(|| format!("/rewind takes a positive number, not {n:?}"))?,
+        }),
+        "model" => Command::Model(arg_opt),
+        "plugins" => Command::Plugins,
+        "mcp" => Command::Mcp,
+        "exit" | "quit" | "q" => Command::Exit,
+        "ws" => parse_ws(arg)?,
+        other => return Err(format!("unknown command /{other} (try /help)")),
+    };
+    Ok(Some(cmd))
+}
+
+fn index(s: &str) -> Result<usize, String> {
+    s.parse()
+        .ok()
+        .filter(|&n| n > 0)
+        .ok_or_else(|| format!("{s:?} is not a workstream number (see /ws list)"))
+}
+
+fn parse_ws(arg: &str) -> Result<Command, String> {
+    let (sub, rest) = match arg.split_once(char::is_whitespace) {
+        Some((s, r)) => (s, r.trim()),
+        None => (arg, ""),
+    };
+    let rest_opt = (!rest.is_empty()).then(|| rest.to_string());
+    Ok(match sub {
+        "" | "list" | "ls" => Command::WsList,
+        "new" => Command::WsNew(rest_opt),
+        "close" => Command::WsClose(rest_opt.as_deref().map(index).transpose()?),
+        "rename" => Command::WsRename(rest_opt.ok_or("/ws rename needs a name")?),
+        n => Command::WsSwitch(index(n)?),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_commands_and_rejects_bad_arguments() {
+        assert_eq!(parse("hello").unwrap(), None);
+        assert_eq!(parse("//etc/passwd is a path").unwrap(), None);
+        assert_eq!(parse("/help").unwrap(), Some(Command::Help));
+        assert_eq!(parse(" /rewind ").unwrap(), Some(Command::Rewind(1)));
+        assert_eq!(parse("/rewind 3").unwrap(), Some(Command::Rewind(3)));
+        assert!(
+            parse("/rewind zero")
+                .unwrap_err()
+                .contains("positive number")
+        );
+        assert!(parse("/rewind 0").is_err());
+        assert_eq!(
+            parse("/resume my-work").unwrap(),
+            Some(Command::Resume("my-work".into()))
+        );
+        assert!(parse("/resume").unwrap_err().contains("needs"));
+        assert_eq!(parse("/model").unwrap(), Some(Command::Model(None)));
+        assert_eq!(parse("/ws").unwrap(), Some(Command::WsList));
+        assert_eq!(
+            parse("/ws new research notes").unwrap(),
+            Some(Command::WsNew(Some("research notes".into())))
+        );
+        assert_eq!(parse("/ws 2").unwrap(), Some(Command::WsSwitch(2)));
+        assert_eq!(parse("/ws close").unwrap(), Some(Command::WsClose(None)));
+        assert_eq!(
+            parse("/ws close 3").unwrap(),
+            Some(Command::WsClose(Some(3)))
+        );
+        assert!(parse("/ws 0").is_err());
+        assert!(parse("/ws rename").is_err());
+        assert!(parse("/frobnicate").unwrap_err().contains("/help"));
+    }
+}
