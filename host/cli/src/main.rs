@@ -178,7 +178,10 @@ async fn main() -> Result<()> {
         }
         None => {
             let app = app::App::start(&cli.plugin_flags(), cli.session_flags()).await?;
-            repl::run(app, cli.resume.clone(), started).await?;
+            if !repl::run(app, cli.resume.clone(), started).await? {
+                // Piped mode: a failed turn makes the script fail.
+                std::process::exit(1);
+            }
         }
     }
     Ok(())

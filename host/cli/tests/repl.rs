@@ -325,6 +325,79 @@ fn piped_stdin_sends_one_message_per_line_and_exits_at_eof() {
         "piped\n"
     );
     assert_eq!(env.llm.requests().len(), 3);
+    // The banner (on stderr) names the model and the workspace.
+    assert!(stderr.contains("model default (gpt-test"), "{stderr}");
+    assert!(stderr.contains(&env.ws().display().to_string()), "{stderr}");
+}
+
+#[test]
+fn a_failed_turn_in_piped_mode_reports_on_stderr_and_exits_non_zero() {
+    let env = Env::new(vec![Step::Status {
+        status: 401,
+        headers: Vec::new(),
+        body: r#"{"error": {"message": "Incorrect API key provided", "type": "invalid_request_error"}}"#
+            .into(),
+    }]);
+    let out = env
+        .command(&[])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin.take().unwrap().write_all(b"hello\n")?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("Incorrect API key provided"), "{stderr}");
+    assert!(String::from_utf8_lossy(&out.stdout).trim().is_empty());
+    assert_eq!(env.llm.requests().len(), 1, "auth errors are not retried");
+}
+
+#[test]
+fn a_background_approval_rings_and_waits_for_the_user() {
+    let env = Env::new(vec![
+        Step::Delay(
+            Duration::from_secs(2),
+            Box::new(sse(openai::tool_call(
+                "c1",
+                "write_file",
+                &["{\"path\": \"bg.txt\", \"content\": \"bg\\n\"}"],
+            ))),
+        ),
+        sse(openai::text(&["side answer"])),
+        sse(openai::text(&["bg done"])),
+    ]);
+    let mut p = env.pty(&[]);
+    line(&mut p, "background task");
+    env.wait_for_requests(1);
+    line(&mut p, "/ws new side");
+    p.expect("side › ").unwrap();
+    line(&mut p, "quick");
+    p.expect("side answer").unwrap();
+    // The background workstream asks: a bell and a one-line notice, no card here.
+    let before = p.expect("\x07").unwrap().before().to_vec();
+    assert!(!String::from_utf8_lossy(&before).contains("approve? y = yes"));
+    p.expect("workstream 1 (main) needs approval — /ws 1")
+        .unwrap();
+    assert!(
+        !env.ws().join("bg.txt").exists(),
+        "nothing runs before approval"
+    );
+    line(&mut p, "/ws 1");
+    p.expect("approve? y = yes").unwrap();
+    p.expect("main approve [y/n/a] › ").unwrap();
+    line(&mut p, "y");
+    p.expect("bg done").unwrap();
+    assert_eq!(
+        std::fs::read_to_string(env.ws().join("bg.txt")).unwrap(),
+        "bg\n"
+    );
+    line(&mut p, "/exit");
+    p.expect(Eof).unwrap();
 }
 
 #[test]

@@ -130,6 +130,23 @@ impl Console {
         self.print_lines(&[line.into()]);
     }
 
+    /// Prints error lines: to stderr when there is no terminal UI (piped
+    /// mode keeps stdout for replies), else like any other output.
+    pub fn print_errors(&self, lines: &[String]) {
+        if self.interactive {
+            return self.print_lines(lines);
+        }
+        let mut s = self.lock();
+        self.clear_footer(&mut s);
+        let mut err = std::io::stderr().lock();
+        for l in lines {
+            let _ = writeln!(err, "{}", strip_ansi(l));
+        }
+        let _ = err.flush();
+        drop(err);
+        self.draw_footer(&mut s);
+    }
+
     /// Rings the terminal bell (stderr).
     pub fn bell(&self) {
         if self.stderr_tty {
@@ -310,7 +327,8 @@ impl Console {
                     None
                 }
             }
-            KeyCode::Enter => {
+            // Some terminals send LF (Ctrl-J) for Enter.
+            KeyCode::Enter | KeyCode::Char('j') if key.code == KeyCode::Enter || ctrl => {
                 let line: String = s.buf.drain(..).collect();
                 s.cursor = 0;
                 s.history_pos = None;

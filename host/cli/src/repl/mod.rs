@@ -35,10 +35,13 @@ pub struct Repl {
     /// A Ctrl-C at the idle prompt was seen; the next one exits.
     interrupt_armed: bool,
     exit: bool,
+    /// Jobs that ended in an error (piped mode exits non-zero when any did).
+    failures: usize,
 }
 
-/// Runs the REPL until `/exit`, Ctrl-D, or (piped) end of input.
-pub async fn run(app: App, resume: Option<String>, started: std::time::Instant) -> Result<()> {
+/// Runs the REPL until `/exit`, Ctrl-D, or (piped) end of input. Returns
+/// whether every turn succeeded (piped mode turns a failure into exit code 1).
+pub async fn run(app: App, resume: Option<String>, started: std::time::Instant) -> Result<bool> {
     let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
     let console = Arc::new(Console::detect(interactive));
     let (tx, mut rx) = mpsc::unbounded_channel();
@@ -51,17 +54,19 @@ pub async fn run(app: App, resume: Option<String>, started: std::time::Instant) 
         events: tx,
         interrupt_armed: false,
         exit: false,
+        failures: 0,
     };
-    repl.banner(started);
-    repl.open_slot("main".into(), resume.as_deref()).await?;
-    repl.slots[0].ui.set_foreground(true);
-    repl.refresh_prompt();
-
+    // Raw mode before the first prompt is drawn: keys typed at once must
+    // reach the line editor, not the terminal's cooked line buffer.
     let _raw = if interactive {
         Some(RawModeGuard::enable()?)
     } else {
         None
     };
+    repl.banner(started);
+    repl.open_slot("main".into(), resume.as_deref()).await?;
+    repl.slots[0].ui.set_foreground(true);
+    repl.refresh_prompt();
     let mut keys = interactive.then(crossterm::event::EventStream::new);
     let mut lines = (!interactive).then(|| tokio::io::BufReader::new(tokio::io::stdin()).lines());
     let mut eof = false;
@@ -110,7 +115,7 @@ pub async fn run(app: App, resume: Option<String>, started: std::time::Instant) 
     }
     repl.shutdown(&mut rx).await;
     console.teardown();
-    Ok(())
+    Ok(interactive || repl.failures == 0)
 }
 
 impl Repl {
@@ -275,7 +280,11 @@ impl Repl {
                 let Some(i) = self.slot_index(ws) else {
                     return;
                 };
-                self.slots[i].approval = Some(PendingApproval { items, reply });
+                let slot = &mut self.slots[i];
+                if i == self.fg {
+                    slot.ui.emit(slot.ui.approval_lines(&items));
+                }
+                slot.approval = Some(PendingApproval { items, reply });
                 if i != self.fg {
                     self.console.bell();
                     self.info(&format!(
@@ -287,6 +296,7 @@ impl Repl {
                 }
             }
             UiEvent::Changed => {}
+            UiEvent::Finished { failed } => self.failures += usize::from(failed),
         }
         self.refresh_prompt();
     }

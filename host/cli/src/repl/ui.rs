@@ -27,8 +27,13 @@ pub enum UiEvent {
         /// Where the answer goes.
         reply: oneshot::Sender<Approval>,
     },
-    /// A workstream changed state or finished a job (footer and prompt refresh).
+    /// A workstream changed state (footer and prompt refresh).
     Changed,
+    /// A job finished; `failed` when it ended in an error (not a cancel).
+    Finished {
+        /// Whether the job failed.
+        failed: bool,
+    },
 }
 
 #[derive(Default)]
@@ -299,7 +304,8 @@ impl SessionUi for WsUi {
     }
 
     async fn approve_tools(&self, _cycle_id: u64, items: &[PendingTool]) -> Approval {
-        self.emit(self.approval_lines(items));
+        // The REPL shows the card: now if this workstream is in front, else
+        // when the user switches to it.
         let (reply, rx) = oneshot::channel();
         let sent = self.events.send(UiEvent::Approval {
             ws: self.id,
@@ -377,7 +383,12 @@ impl SessionUi for WsUi {
     }
 
     fn on_error(&self, message: &str) {
-        self.emit(vec![self.colored("31", &format!("error: {message}"))]);
+        let line = self.colored("31", &format!("error: {message}"));
+        if self.console.interactive() {
+            self.emit(vec![line]);
+        } else {
+            self.console.print_errors(&[line]);
+        }
     }
 
     fn on_state_change(&self, state: SessionState) {

@@ -196,6 +196,7 @@ async fn worker(
         if let Some(status) = ui.take_status_line() {
             ui.emit(vec![status]);
         }
-        let _ = events.send(UiEvent::Changed);
+        let failed = !matches!(result, Ok(()) | Err(SessionError::Cancelled));
+        let _ = events.send(UiEvent::Finished { failed });
     }
 }
