@@ -26,6 +26,8 @@ struct Env {
     _rt: tokio::runtime::Runtime,
     llm: ScriptedLlm,
     dir: tempfile::TempDir,
+    /// Talk to the model as Anthropic's Messages API instead of OpenAI's.
+    anthropic: bool,
 }
 
 impl Env {
@@ -39,7 +41,12 @@ impl Env {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("ws")).unwrap();
         std::fs::write(dir.path().join("config.toml"), "").unwrap();
-        Self { _rt: rt, llm, dir }
+        Self {
+            _rt: rt,
+            llm,
+            dir,
+            anthropic: false,
+        }
     }
 
     fn ws(&self) -> PathBuf {
@@ -58,7 +65,21 @@ impl Env {
             .arg(self.dir.path().join("t.db"))
             .arg("--config")
             .arg(self.dir.path().join("config.toml"))
-            .args(["--base-url", &format!("{}/v1", self.llm.base_url())])
+            .args(if self.anthropic {
+                [
+                    "--base-url".to_string(),
+                    self.llm.base_url(),
+                    "--provider".into(),
+                    "anthropic".into(),
+                ]
+            } else {
+                [
+                    "--base-url".to_string(),
+                    format!("{}/v1", self.llm.base_url()),
+                    "--provider".into(),
+                    "openai".into(),
+                ]
+            })
             .args(["--model", "gpt-test", "--api-key", "sk-test"])
             .args(extra)
             .env("NO_COLOR", "1")
@@ -254,11 +275,24 @@ fn resume_by_alias_continues_the_saved_conversation() {
         sse(openai::text(&["noted: the code is 4711"])),
         sse(openai::text(&["it was 4711"])),
     ]);
+    // A second alias on the same server, chosen with /model and saved.
+    std::fs::write(
+        env.dir.path().join("config.toml"),
+        format!(
+            "[models.alt]\nbase_url = \"{}/v1\"\nmodel = \"alt-model\"\napi_key = \"k\"\n",
+            env.llm.base_url()
+        ),
+    )
+    .unwrap();
     let mut p = env.pty(&[]);
     line(&mut p, "remember the code 4711");
     p.expect("noted").unwrap();
+    p.expect("completion tokens").unwrap();
     line(&mut p, "/name codes");
     p.expect("named codes").unwrap();
+    line(&mut p, "/model alt");
+    p.expect("this workstream now uses alt (alt-model)")
+        .unwrap();
     line(&mut p, "/exit");
     p.expect(Eof).unwrap();
 
@@ -279,6 +313,12 @@ fn resume_by_alias_continues_the_saved_conversation() {
             "noted: the code is 4711",
             "what was the code?"
         ]
+    );
+    let reqs = env.llm.requests();
+    assert_eq!(reqs[0].body["model"], "gpt-test");
+    assert_eq!(
+        reqs[1].body["model"], "alt-model",
+        "the /model choice was resumed"
     );
     line(&mut p, "/history");
     p.expect("codes").unwrap();
@@ -426,4 +466,78 @@ fn bad_start_up_input_fails_with_a_clear_message() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("no-such-workstream"), "{err}");
+}
+
+#[test]
+fn reasoning_is_shown_apart_from_the_answer() {
+    let mut env = Env::new(vec![sse(
+        turnstone_scripted_llm::anthropic::thinking_then_text(
+            "Let me think\nabout it",
+            "sig-1",
+            &["The answer is 42."],
+        ),
+    )]);
+    env.anthropic = true;
+    let mut p = env.pty(&[]);
+    line(&mut p, "question");
+    // NO_COLOR marks reasoning lines instead of dimming them.
+    p.expect("(thinking) Let me think").unwrap();
+    p.expect("(thinking) about it").unwrap();
+    p.expect("The answer is 42.").unwrap();
+    let req = &env.llm.requests()[0];
+    assert_eq!(req.path, "/v1/messages");
+    line(&mut p, "/exit");
+    p.expect(Eof).unwrap();
+}
+
+#[test]
+fn slash_commands_edit_the_conversation_and_report() {
+    let env = Env::new(vec![
+        sse(openai::text(&["a1"])),
+        sse(openai::text(&["a2"])),
+        sse(openai::text(&["a1 again"])),
+        sse(openai::text(&["fresh"])),
+    ]);
+    let mut p = env.pty(&[]);
+    line(&mut p, "q1");
+    p.expect("a1").unwrap();
+    p.expect("completion tokens").unwrap();
+    line(&mut p, "q2");
+    p.expect("a2").unwrap();
+    p.expect("completion tokens").unwrap();
+    line(&mut p, "/rewind");
+    p.expect("rewound 1 message(s); the earliest removed was: q2")
+        .unwrap();
+    line(&mut p, "/rewind 5");
+    p.expect("cannot rewind 5 message(s): only 1 can be rewound")
+        .unwrap();
+    line(&mut p, "/retry");
+    p.expect("a1 again").unwrap();
+    p.expect("completion tokens").unwrap();
+    let texts = |n: usize| -> Vec<String> {
+        env.request(n)
+            .iter()
+            .map(|m| m["content"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    assert_eq!(texts(2), ["q1"], "retry re-asks q1 without the old answer");
+    line(&mut p, "/clear");
+    p.expect("context cleared").unwrap();
+    line(&mut p, "q3");
+    p.expect("fresh").unwrap();
+    assert_eq!(texts(3), ["q3"]);
+    line(&mut p, "/model");
+    p.expect("* default").unwrap();
+    line(&mut p, "/model nope");
+    p.expect("error:").unwrap();
+    line(&mut p, "/plugins");
+    p.expect("files").unwrap();
+    line(&mut p, "/mcp");
+    p.expect("MCP is not supported yet").unwrap();
+    line(&mut p, "/frobnicate");
+    p.expect("unknown command /frobnicate").unwrap();
+    line(&mut p, "/help");
+    p.expect("/rewind [N]").unwrap();
+    line(&mut p, "/exit");
+    p.expect(Eof).unwrap();
 }

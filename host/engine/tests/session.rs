@@ -1332,7 +1332,7 @@ async fn rewind_retry_and_clear_edit_memory_and_storage_together() {
         ["q1", "one again", "q4", "fresh"]
     );
     assert!(matches!(
-        s.set_model_alias("nope"),
+        s.set_model_alias("nope").await,
         Err(SessionError::Edit(EditError::FixedModel))
     ));
 }

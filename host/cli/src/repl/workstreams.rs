@@ -166,6 +166,7 @@ async fn worker(
             Job::Model(alias, reply) => {
                 let r = session
                     .set_model_alias(&alias)
+                    .await
                     .map(|()| session.model().1.to_string())
                     .map_err(|e| e.to_string());
                 let _ = reply.send(r);

@@ -5,6 +5,9 @@ use super::{ChatSession, SessionError};
 use crate::turn::{Role, Turn};
 use crate::ui::SessionState;
 
+/// Workstream config key holding the alias chosen with `/model`.
+pub const MODEL_ALIAS_KEY: &str = "model_alias";
+
 /// Why an edit was refused.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum EditError {
@@ -97,8 +100,17 @@ impl ChatSession {
         self.send(&text).await
     }
 
-    /// Switches the model alias for the next turn (checked now).
-    pub fn set_model_alias(&mut self, alias: &str) -> Result<(), SessionError> {
+    /// Switches the model alias for the next turn (checked now) and saves it
+    /// with the workstream, so a resumed session uses it again.
+    pub async fn set_model_alias(&mut self, alias: &str) -> Result<(), SessionError> {
+        self.apply_model_alias(alias)?;
+        if let Some((db, ws_id)) = &self.store {
+            db.set_config(ws_id, MODEL_ALIAS_KEY, Some(alias)).await?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn apply_model_alias(&mut self, alias: &str) -> Result<(), SessionError> {
         let Some((live, current)) = &mut self.live else {
             return Err(EditError::FixedModel.into());
         };

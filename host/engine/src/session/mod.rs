@@ -266,6 +266,17 @@ impl ChatSession {
             .iter()
             .map(crate::persist::from_row)
             .collect::<Result<_, _>>()?;
+        // The alias chosen with `/model` comes back with the workstream; one
+        // that no longer exists falls back to the default, with a notice.
+        let saved = db.get_config(ws_id, edit::MODEL_ALIAS_KEY).await?;
+        if let Some(alias) = saved
+            && self.live.is_some()
+            && let Err(e) = self.apply_model_alias(&alias)
+        {
+            self.ui.on_info(&format!(
+                "saved model {alias:?} is not available ({e}); using the default"
+            ));
+        }
         Ok(self)
     }
 
