@@ -166,13 +166,29 @@ fn default_cli_db() -> Option<PathBuf> {
         .map(|d| d.join("turnstone/turnstone.db"))
 }
 
-/// Opens storage: `--db`, else `[database]` + `TURNSTONE_DB_*`, else the per-user file.
-pub async fn open_storage(cfg: &HostConfig, db_flag: Option<&Path>) -> Result<Storage> {
+/// Where SQLite lives when nothing says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DbDefault {
+    /// The per-user file (the terminal: `--resume` from any directory).
+    PerUser,
+    /// `./.turnstone.db` (the server and its offline admin tool).
+    WorkingDir,
+}
+
+/// Opens storage: `--db`, else `[database]` + `TURNSTONE_DB_*`, else the default.
+pub async fn open_storage(
+    cfg: &HostConfig,
+    db_flag: Option<&Path>,
+    default: DbDefault,
+) -> Result<Storage> {
     let mut db = cfg.database.clone().with_env()?;
     if let Some(path) = db_flag {
         db.backend = BackendKind::Sqlite;
         db.path = Some(path.to_path_buf());
-    } else if db.backend == BackendKind::Sqlite && db.path.is_none() {
+    } else if db.backend == BackendKind::Sqlite
+        && db.path.is_none()
+        && default == DbDefault::PerUser
+    {
         db.path = default_cli_db();
     }
     if db.backend == BackendKind::Sqlite
@@ -202,7 +218,7 @@ impl App {
         let models = LiveModels::new(registry, providers);
         // Fail now, with the reason, rather than at the first message.
         models.bindings(None)?;
-        let storage = open_storage(&loaded.config, flags.db.as_deref()).await?;
+        let storage = open_storage(&loaded.config, flags.db.as_deref(), DbDefault::PerUser).await?;
         let mut housekeeping = Vec::new();
         let retention =
             (flags.retention_days > 0).then(|| Duration::from_secs(flags.retention_days * 86_400));

@@ -1,5 +1,6 @@
 //! `turnstone`: the host binary.
 
+mod admin;
 mod app;
 mod config;
 mod markdown;
@@ -61,8 +62,9 @@ struct Cli {
     /// Continue a saved workstream by alias, id or id prefix.
     #[arg(long)]
     resume: Option<String>,
-    /// SQLite database file (default: [database], $TURNSTONE_DB_*, else ~/.local/share/turnstone/turnstone.db).
-    #[arg(long)]
+    /// SQLite database file (default: [database], $TURNSTONE_DB_*, else
+    /// ~/.local/share/turnstone/turnstone.db for the terminal and ./.turnstone.db for `admin`).
+    #[arg(long, global = true)]
     db: Option<PathBuf>,
     /// Days after which unnamed workstreams are pruned at start-up (0 = never).
     #[arg(long, default_value_t = 90)]
@@ -88,8 +90,12 @@ enum Command {
     },
     /// The HTTP server with the browser UI (not in this build yet).
     Serve,
-    /// Offline user and API-token administration (not in this build yet).
-    Admin,
+    /// Offline user and API-token administration on the server's database
+    /// (`--db FILE`, else [database] / TURNSTONE_DB_*, else ./.turnstone.db).
+    Admin {
+        #[command(subcommand)]
+        action: admin::AdminAction,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -170,11 +176,16 @@ async fn main() -> Result<()> {
                 std::process::exit(1);
             }
         }
-        Some(Command::Serve) | Some(Command::Admin) => {
+        Some(Command::Serve) => {
             anyhow::bail!(
-                "`turnstone serve` and `turnstone admin` are not part of this build yet: the HTTP server, \
-                 browser UI and user administration are the next milestone"
+                "`turnstone serve` is not part of this build yet: the HTTP server and browser UI \
+                 are the next milestone"
             );
+        }
+        Some(Command::Admin { action }) => {
+            let (cfg, _) = config::load(cli.config.as_deref())?;
+            let db = app::open_storage(&cfg, cli.db.as_deref(), app::DbDefault::WorkingDir).await?;
+            admin::run(&db, action, &mut std::io::stdout().lock()).await?;
         }
         None => {
             let app = app::App::start(&cli.plugin_flags(), cli.session_flags()).await?;
