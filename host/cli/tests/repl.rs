@@ -30,8 +30,36 @@ struct Env {
     anthropic: bool,
 }
 
+/// Compiles every component into the shared cache once, before any REPL
+/// starts: on a cold cache, a dozen processes compiling at the same time on a
+/// small machine could otherwise outlast the prompt timeout.
+fn warm_component_cache() {
+    static WARM: std::sync::Once = std::sync::Once::new();
+    WARM.call_once(|| {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("config.toml"), "").unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_turnstone"))
+            .arg("--config")
+            .arg(dir.path().join("config.toml"))
+            .arg("--builtin-dir")
+            .arg(target().join("components"))
+            .arg("--cache-dir")
+            .arg(target().join("test-cache/cli"))
+            .args(["plugins", "list"])
+            .env_remove("TURNSTONE_BUILTIN_PLUGINS")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    });
+}
+
 impl Env {
     fn new(script: Vec<Step>) -> Self {
+        warm_component_cache();
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
