@@ -2,17 +2,15 @@
 //! database the server uses (no server needs to run).
 
 use anyhow::{Context, Result, bail};
-use argon2::password_hash::{PasswordHasher, SaltString, rand_core::OsRng};
 use clap::Subcommand;
 use std::io::{IsTerminal, Write};
+use turnstone_server::passwords::{self, MIN_PASSWORD_CHARS};
 use turnstone_storage::Storage;
 
 /// Roles a user can have (RBAC).
 pub const ROLES: &[&str] = &["admin", "operator", "viewer"];
 /// Token scopes, weakest first.
 pub const SCOPES: &[&str] = &["read", "write", "approve", "service"];
-/// Shortest accepted password.
-pub const MIN_PASSWORD_CHARS: usize = 8;
 
 /// `turnstone admin …`.
 #[derive(Subcommand, Debug)]
@@ -67,28 +65,6 @@ pub enum AdminAction {
         /// Token id (from list-tokens).
         token_id: String,
     },
-}
-
-/// Hashes a password with Argon2id (PHC string, random salt).
-pub fn hash_password(password: &str) -> Result<String> {
-    let salt = SaltString::generate(&mut OsRng);
-    argon2::Argon2::default()
-        .hash_password(password.as_bytes(), &salt)
-        .map(|h| h.to_string())
-        .map_err(|e| anyhow::anyhow!("hashing the password failed: {e}"))
-}
-
-/// Checks a login name against the accepted alphabet.
-pub fn validate_username(name: &str) -> Result<()> {
-    let ok = !name.is_empty()
-        && name.len() <= 64
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
-    if !ok {
-        bail!("username {name:?} is invalid: use 1-64 letters, digits, '.', '_' or '-'");
-    }
-    Ok(())
 }
 
 /// Parses `read,write` into validated scopes.
@@ -172,7 +148,7 @@ pub async fn run(db: &Storage, action: &AdminAction, out: &mut impl Write) -> Re
             role,
             password_stdin,
         } => {
-            validate_username(username)?;
+            passwords::validate_username(username).map_err(anyhow::Error::msg)?;
             if !ROLES.contains(&role.as_str()) {
                 bail!("unknown role {role:?}: expected admin, operator or viewer");
             }
@@ -183,7 +159,7 @@ pub async fn run(db: &Storage, action: &AdminAction, out: &mut impl Write) -> Re
             if password.chars().count() < MIN_PASSWORD_CHARS {
                 bail!("the password must have at least {MIN_PASSWORD_CHARS} characters");
             }
-            let hash = hash_password(&password)?;
+            let hash = passwords::hash(&password).map_err(anyhow::Error::msg)?;
             let user = db
                 .create_user(
                     username,

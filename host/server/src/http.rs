@@ -1,0 +1,372 @@
+//! The HTTP surface built so far: `/health`, the auth endpoints of the wire
+//! contract (`status`, `setup`, `login`, `logout`, `whoami`) and the
+//! authentication middleware every other route sits behind.
+
+use crate::auth::{self, COOKIE, Claims, JwtKeys, Scope};
+use crate::passwords;
+use axum::Json;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use turnstone_storage::Storage;
+
+/// Lifetime of a session JWT.
+pub const SESSION_SECS: u64 = 24 * 3600;
+
+/// Shared state of every handler.
+#[derive(Clone)]
+pub struct AppState {
+    /// Storage.
+    pub db: Storage,
+    /// JWT keys.
+    pub keys: Arc<JwtKeys>,
+    /// Process start.
+    pub started: Instant,
+    /// This node's id.
+    pub node_id: String,
+}
+
+/// A JSON error with a status: `{"error": "..."}`.
+#[derive(Debug)]
+pub struct ApiError(pub StatusCode, pub String);
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.0, Json(json!({"error": self.1}))).into_response()
+    }
+}
+
+impl From<turnstone_storage::StorageError> for ApiError {
+    fn from(e: turnstone_storage::StorageError) -> Self {
+        tracing::error!("storage: {e}");
+        ApiError(StatusCode::INTERNAL_SERVER_ERROR, "storage error".into())
+    }
+}
+
+/// Who made the request (set by [`authenticate`]).
+#[derive(Debug, Clone)]
+pub struct Identity {
+    /// User id.
+    pub user_id: String,
+    /// Login name.
+    pub username: String,
+    /// Granted scopes.
+    pub scopes: Vec<Scope>,
+    /// Granted permissions.
+    pub permissions: Vec<String>,
+}
+
+/// The router (without a listener).
+pub fn router(state: AppState) -> axum::Router {
+    let api = axum::Router::new()
+        .route("/api/auth/status", get(auth_status))
+        .route("/api/auth/setup", post(setup))
+        .route("/api/auth/login", post(login))
+        .route("/api/auth/logout", post(logout))
+        .route("/api/auth/whoami", get(whoami));
+    axum::Router::new()
+        .route("/health", get(health))
+        .nest("/v1", api)
+        .fallback(|| async { ApiError(StatusCode::NOT_FOUND, "Not found".into()) })
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            authenticate,
+        ))
+        .with_state(state)
+}
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+fn bearer(headers: &HeaderMap) -> Option<String> {
+    if let Some(v) = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        && let Some(t) = v.strip_prefix("Bearer ")
+    {
+        return Some(t.trim().to_string());
+    }
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|kv| kv.trim().split_once('='))
+        .find(|(k, _)| *k == COOKIE)
+        .map(|(_, v)| v.to_string())
+}
+
+async fn identify(state: &AppState, token: &str) -> Option<Identity> {
+    if token.starts_with("ts_") {
+        let (tok, user) = state.db.verify_api_token(token).await.ok()??;
+        let scopes = tok.scopes.iter().filter_map(|s| Scope::parse(s)).collect();
+        let permissions = auth::role_permissions(&user.role)
+            .unwrap_or_default()
+            .into_iter()
+            .map(String::from)
+            .collect();
+        return Some(Identity {
+            user_id: user.user_id,
+            username: user.username,
+            scopes,
+            permissions,
+        });
+    }
+    let c = state.keys.verify(token).ok()?;
+    Some(Identity {
+        scopes: c.scope_list(),
+        user_id: c.sub,
+        username: c.username,
+        permissions: c.permissions,
+    })
+}
+
+/// Checks credentials and the route's scope before any handler runs.
+pub async fn authenticate(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
+    let path = req.uri().path();
+    let stripped = path.strip_prefix("/v1").unwrap_or(path);
+    let stripped = if stripped.is_empty() { "/" } else { stripped };
+    let Some(needed) = auth::required_scope(req.method().as_str(), stripped) else {
+        return next.run(req).await;
+    };
+    let identity = match bearer(req.headers()) {
+        Some(t) => identify(&state, &t).await,
+        None => None,
+    };
+    let Some(identity) = identity else {
+        return ApiError(
+            StatusCode::UNAUTHORIZED,
+            "Unauthorized: missing or invalid token".into(),
+        )
+        .into_response();
+    };
+    if !auth::has_scope(&identity.scopes, needed) {
+        let msg = if needed == Scope::Service {
+            "service scope required".to_string()
+        } else {
+            format!("{} scope required", needed.as_str())
+        };
+        return ApiError(StatusCode::FORBIDDEN, msg).into_response();
+    }
+    req.extensions_mut().insert(identity);
+    next.run(req).await
+}
+
+async fn health(State(state): State<AppState>) -> Json<Value> {
+    Json(json!({
+        "status": "ok",
+        "version": env!("CARGO_PKG_VERSION"),
+        "node_id": state.node_id,
+        "uptime_seconds": state.started.elapsed().as_secs_f64(),
+    }))
+}
+
+async fn auth_status(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
+    let users = state.db.count_users().await?;
+    Ok(Json(json!({
+        "auth_enabled": true,
+        "has_users": users > 0,
+        "setup_required": users == 0,
+        "oidc_enabled": false,
+        "oidc_provider_name": null,
+        "password_enabled": true,
+    })))
+}
+
+/// Body of `POST /api/auth/setup`.
+#[derive(Deserialize)]
+struct SetupBody {
+    username: String,
+    display_name: String,
+    password: String,
+}
+
+/// Body of `POST /api/auth/login`.
+#[derive(Deserialize)]
+struct LoginBody {
+    username: Option<String>,
+    password: Option<String>,
+    token: Option<String>,
+}
+
+fn bad_request(msg: impl Into<String>) -> ApiError {
+    ApiError(StatusCode::BAD_REQUEST, msg.into())
+}
+
+/// Parses a JSON body, answering 400 (never 422/500) for a bad one.
+fn parse<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    serde_json::from_slice(body).map_err(|e| bad_request(format!("invalid JSON body: {e}")))
+}
+
+fn session_response(
+    state: &AppState,
+    user: &turnstone_storage::types::User,
+    scopes: Vec<Scope>,
+    src: &str,
+) -> Result<Response, ApiError> {
+    let permissions: Vec<String> = auth::role_permissions(&user.role)
+        .unwrap_or_default()
+        .into_iter()
+        .map(String::from)
+        .collect();
+    let scopes_csv = scopes
+        .iter()
+        .map(|s| s.as_str())
+        .collect::<Vec<_>>()
+        .join(",");
+    let iat = now();
+    let jwt = state
+        .keys
+        .mint(Claims {
+            sub: user.user_id.clone(),
+            username: user.username.clone(),
+            scopes: scopes_csv.clone(),
+            permissions: permissions.clone(),
+            src: src.into(),
+            iss: String::new(),
+            aud: String::new(),
+            iat,
+            exp: iat + SESSION_SECS,
+        })
+        .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    let initial = user
+        .display_name
+        .chars()
+        .next()
+        .unwrap_or('?')
+        .to_uppercase()
+        .to_string();
+    let body = json!({
+        "status": "ok",
+        "user_id": user.user_id,
+        "username": user.username,
+        "display_name": user.display_name,
+        "avatar": {"color": null, "initial": initial, "picture": null},
+        "role": user.role,
+        "scopes": scopes_csv,
+        "permissions": permissions.join(","),
+        "jwt": jwt,
+        "can_refresh": src != "token",
+    });
+    let cookie =
+        format!("{COOKIE}={jwt}; Path=/; HttpOnly; SameSite=Strict; Max-Age={SESSION_SECS}");
+    let mut resp = Json(body).into_response();
+    if let Ok(v) = HeaderValue::from_str(&cookie) {
+        resp.headers_mut().insert(header::SET_COOKIE, v);
+    }
+    Ok(resp)
+}
+
+async fn setup(
+    State(state): State<AppState>,
+    body: axum::body::Bytes,
+) -> Result<Response, ApiError> {
+    let b: SetupBody = parse(&body)?;
+    passwords::validate_username(&b.username).map_err(bad_request)?;
+    if b.password.chars().count() < passwords::MIN_PASSWORD_CHARS {
+        return Err(bad_request(format!(
+            "password must have at least {} characters",
+            passwords::MIN_PASSWORD_CHARS
+        )));
+    }
+    if state.db.count_users().await? > 0 {
+        return Err(ApiError(
+            StatusCode::CONFLICT,
+            "Setup already completed".into(),
+        ));
+    }
+    let hash =
+        passwords::hash(&b.password).map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, e))?;
+    let display = if b.display_name.trim().is_empty() {
+        b.username.clone()
+    } else {
+        b.display_name.clone()
+    };
+    let user = match state
+        .db
+        .create_user(&b.username, &display, &hash, "admin")
+        .await
+    {
+        Ok(u) => u,
+        // Two setups racing: the loser sees the same answer as a late one.
+        Err(turnstone_storage::StorageError::DuplicateUsername(_)) => {
+            return Err(ApiError(
+                StatusCode::CONFLICT,
+                "Setup already completed".into(),
+            ));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    session_response(&state, &user, auth::role_scopes(&user.role), "setup")
+}
+
+async fn login(
+    State(state): State<AppState>,
+    body: axum::body::Bytes,
+) -> Result<Response, ApiError> {
+    let b: LoginBody = parse(&body)?;
+    let invalid = || ApiError(StatusCode::UNAUTHORIZED, "Invalid credentials".into());
+    if let Some(token) = b.token.filter(|t| !t.is_empty()) {
+        let (tok, user) = state
+            .db
+            .verify_api_token(&token)
+            .await?
+            .ok_or_else(invalid)?;
+        let scopes = tok.scopes.iter().filter_map(|s| Scope::parse(s)).collect();
+        return session_response(&state, &user, scopes, "token");
+    }
+    let (Some(username), Some(password)) = (b.username, b.password) else {
+        return Err(bad_request("username and password, or token, are required"));
+    };
+    let user = state.db.get_user_by_name(&username).await?;
+    // Verify against a dummy hash when the user is unknown, so timing does not
+    // reveal which usernames exist.
+    let hash = user
+        .as_ref()
+        .map(|u| u.password_hash.clone())
+        .unwrap_or_else(passwords::dummy_hash);
+    let ok = passwords::verify(&password, &hash);
+    match user {
+        Some(u) if ok => session_response(&state, &u, auth::role_scopes(&u.role), "password"),
+        _ => Err(invalid()),
+    }
+}
+
+async fn logout() -> Response {
+    let mut resp = Json(json!({"status": "ok"})).into_response();
+    let clear = format!("{COOKIE}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0");
+    if let Ok(v) = HeaderValue::from_str(&clear) {
+        resp.headers_mut().insert(header::SET_COOKIE, v);
+    }
+    resp
+}
+
+async fn whoami(
+    State(state): State<AppState>,
+    axum::Extension(id): axum::Extension<Identity>,
+) -> Result<Json<Value>, ApiError> {
+    let user = state
+        .db
+        .get_user(&id.user_id)
+        .await?
+        .ok_or_else(|| ApiError(StatusCode::UNAUTHORIZED, "user no longer exists".into()))?;
+    Ok(Json(json!({
+        "user_id": user.user_id,
+        "username": user.username,
+        "display_name": user.display_name,
+        "avatar": {"color": null, "initial": user.display_name.chars().next().unwrap_or('?').to_uppercase().to_string(), "picture": null},
+        "scopes": id.scopes.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(","),
+        "permissions": id.permissions.join(","),
+        "can_refresh": false,
+    })))
+}
