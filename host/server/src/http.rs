@@ -208,6 +208,17 @@ fn parse<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
     serde_json::from_slice(body).map_err(|e| bad_request(format!("invalid JSON body: {e}")))
 }
 
+/// The avatar object of the wire contract (initial only; no pictures yet).
+fn avatar(display_name: &str) -> Value {
+    let initial: String = display_name
+        .chars()
+        .next()
+        .unwrap_or('?')
+        .to_uppercase()
+        .collect();
+    json!({"color": null, "initial": initial, "picture": null})
+}
+
 fn session_response(
     state: &AppState,
     user: &turnstone_storage::types::User,
@@ -239,19 +250,12 @@ fn session_response(
             exp: iat + SESSION_SECS,
         })
         .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
-    let initial = user
-        .display_name
-        .chars()
-        .next()
-        .unwrap_or('?')
-        .to_uppercase()
-        .to_string();
     let body = json!({
         "status": "ok",
         "user_id": user.user_id,
         "username": user.username,
         "display_name": user.display_name,
-        "avatar": {"color": null, "initial": initial, "picture": null},
+        "avatar": avatar(&user.display_name),
         "role": user.role,
         "scopes": scopes_csv,
         "permissions": permissions.join(","),
@@ -364,7 +368,7 @@ async fn whoami(
         "user_id": user.user_id,
         "username": user.username,
         "display_name": user.display_name,
-        "avatar": {"color": null, "initial": user.display_name.chars().next().unwrap_or('?').to_uppercase().to_string(), "picture": null},
+        "avatar": avatar(&user.display_name),
         "scopes": id.scopes.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(","),
         "permissions": id.permissions.join(","),
         "can_refresh": false,
