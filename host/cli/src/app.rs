@@ -206,7 +206,11 @@ pub async fn open_storage(
 
 impl App {
     /// Loads everything and runs start-up housekeeping.
-    pub async fn start(plugins: &PluginFlags, flags: SessionFlags) -> Result<Self> {
+    pub async fn start(
+        plugins: &PluginFlags,
+        flags: SessionFlags,
+        db_default: DbDefault,
+    ) -> Result<Self> {
         let (loaded, registry) = load_plugins(plugins, Some(&flags.model)).await?;
         let registry = registry.context("no model registry")?;
         let mut providers = BTreeMap::new();
@@ -218,7 +222,7 @@ impl App {
         let models = LiveModels::new(registry, providers);
         // Fail now, with the reason, rather than at the first message.
         models.bindings(None)?;
-        let storage = open_storage(&loaded.config, flags.db.as_deref(), DbDefault::PerUser).await?;
+        let storage = open_storage(&loaded.config, flags.db.as_deref(), db_default).await?;
         let mut housekeeping = Vec::new();
         let retention =
             (flags.retention_days > 0).then(|| Duration::from_secs(flags.retention_days * 86_400));

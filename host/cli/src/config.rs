@@ -18,9 +18,56 @@ pub struct HostConfig {
     /// `[database]`.
     #[serde(default)]
     pub database: turnstone_storage::DbConfig,
+    /// `[auth]`.
+    #[serde(default)]
+    pub auth: AuthConfig,
+    /// `[server]`.
+    #[serde(default)]
+    pub server: ServerConfig,
+    /// `[ratelimit]`.
+    #[serde(default)]
+    pub ratelimit: turnstone_server::ratelimit::RateLimitConfig,
     /// `[models.*]` and `[model]`.
     #[serde(flatten)]
     pub models: turnstone_engine::models::ModelsConfig,
+}
+
+/// `[auth]`.
+#[derive(Debug, Default, Deserialize)]
+pub struct AuthConfig {
+    /// HS256 secret for session JWTs (≥ 32 chars; `$TURNSTONE_JWT_SECRET` overrides).
+    pub jwt_secret: Option<String>,
+}
+
+/// `[server]`.
+#[derive(Debug, Deserialize)]
+#[serde(default)]
+pub struct ServerConfig {
+    /// Listen address (`--host` overrides).
+    pub host: String,
+    /// Listen port (`--port` overrides).
+    pub port: u16,
+    /// Most loaded workstreams; the oldest idle one is evicted beyond it.
+    pub max_workstreams: usize,
+    /// Minutes after which an idle workstream is closed (0 = never).
+    pub workstream_idle_timeout: u64,
+    /// Events kept per workstream for reconnect replay.
+    pub event_ring: usize,
+    /// Seconds running turns get to finish at shutdown before they are cancelled.
+    pub shutdown_grace: u64,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            host: "127.0.0.1".into(),
+            port: 8080,
+            max_workstreams: 50,
+            workstream_idle_timeout: 120,
+            event_ring: turnstone_server::events::DEFAULT_RING,
+            shutdown_grace: 10,
+        }
+    }
 }
 
 /// `[tools]`.

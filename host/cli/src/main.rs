@@ -6,6 +6,7 @@ mod config;
 mod markdown;
 mod plugins_cmd;
 mod repl;
+mod serve_cmd;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -39,25 +40,25 @@ struct Cli {
     #[arg(long, global = true)]
     tool_timeout: Option<u64>,
     /// Model API base URL (defines the `default` alias together with --model).
-    #[arg(long)]
+    #[arg(long, global = true)]
     base_url: Option<String>,
     /// Model id; with it, the flags define a `default` alias that overrides [model] default.
-    #[arg(long)]
+    #[arg(long, global = true)]
     model: Option<String>,
     /// API key for the flag-defined model (default: $OPENAI_API_KEY).
-    #[arg(long)]
+    #[arg(long, global = true)]
     api_key: Option<String>,
     /// Provider of the flag-defined model: openai, openai-compatible, anthropic, anthropic-compatible, google.
-    #[arg(long)]
+    #[arg(long, global = true)]
     provider: Option<String>,
     /// Context window of the default model, in tokens.
-    #[arg(long)]
+    #[arg(long, global = true)]
     context_window: Option<u32>,
     /// Run every tool call without asking.
-    #[arg(long)]
+    #[arg(long, global = true)]
     skip_permissions: bool,
     /// Tool output limit in characters (default: half the context window).
-    #[arg(long)]
+    #[arg(long, global = true)]
     tool_truncation: Option<usize>,
     /// Continue a saved workstream by alias, id or id prefix.
     #[arg(long)]
@@ -88,8 +89,12 @@ enum Command {
         #[arg(default_value = "{}")]
         args: String,
     },
-    /// The HTTP server with the browser UI (not in this build yet).
-    Serve,
+    /// The HTTP server: the /v1 API with SSE (the original's wire contract) and
+    /// the browser UI at `/`. Needs TURNSTONE_JWT_SECRET or [auth] jwt_secret
+    /// (≥ 32 chars). Storage: --db, else [database] / TURNSTONE_DB_*, else
+    /// ./.turnstone.db. Create the first admin in the browser or with
+    /// `turnstone admin create-user`.
+    Serve(serve_cmd::ServeArgs),
     /// Offline user and API-token administration on the server's database
     /// (`--db FILE`, else [database] / TURNSTONE_DB_*, else ./.turnstone.db).
     Admin {
@@ -176,11 +181,8 @@ async fn main() -> Result<()> {
                 std::process::exit(1);
             }
         }
-        Some(Command::Serve) => {
-            anyhow::bail!(
-                "`turnstone serve` is not part of this build yet: the HTTP server and browser UI \
-                 are the next milestone"
-            );
+        Some(Command::Serve(args)) => {
+            serve_cmd::run(&cli.plugin_flags(), cli.session_flags(), args, started).await?;
         }
         Some(Command::Admin { action }) => {
             let (cfg, _) = config::load(cli.config.as_deref())?;
@@ -188,7 +190,12 @@ async fn main() -> Result<()> {
             admin::run(&db, action, &mut std::io::stdout().lock()).await?;
         }
         None => {
-            let app = app::App::start(&cli.plugin_flags(), cli.session_flags()).await?;
+            let app = app::App::start(
+                &cli.plugin_flags(),
+                cli.session_flags(),
+                app::DbDefault::PerUser,
+            )
+            .await?;
             if !repl::run(app, cli.resume.clone(), started).await? {
                 // Piped mode: a failed turn makes the script fail.
                 std::process::exit(1);

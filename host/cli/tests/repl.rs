@@ -4,21 +4,13 @@
 
 use expectrl::session::OsSession as Session;
 use expectrl::{Eof, Expect};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 use turnstone_scripted_llm::{ScriptedLlm, Step, openai};
 
-fn target() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target")
-}
-
-fn sse(frames: Vec<String>) -> Step {
-    Step::Sse {
-        frames,
-        gap: Duration::ZERO,
-    }
-}
+mod support;
+use support::{sse, target, warm_component_cache};
 
 /// A scripted LLM on its own runtime, plus a scratch workspace and database.
 struct Env {
@@ -28,33 +20,6 @@ struct Env {
     dir: tempfile::TempDir,
     /// Talk to the model as Anthropic's Messages API instead of OpenAI's.
     anthropic: bool,
-}
-
-/// Compiles every component into the shared cache once, before any REPL
-/// starts: on a cold cache, a dozen processes compiling at the same time on a
-/// small machine could otherwise outlast the prompt timeout.
-fn warm_component_cache() {
-    static WARM: std::sync::Once = std::sync::Once::new();
-    WARM.call_once(|| {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("config.toml"), "").unwrap();
-        let out = Command::new(env!("CARGO_BIN_EXE_turnstone"))
-            .arg("--config")
-            .arg(dir.path().join("config.toml"))
-            .arg("--builtin-dir")
-            .arg(target().join("components"))
-            .arg("--cache-dir")
-            .arg(target().join("test-cache/cli"))
-            .args(["plugins", "list"])
-            .env_remove("TURNSTONE_BUILTIN_PLUGINS")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    });
 }
 
 impl Env {

@@ -60,6 +60,9 @@ pub trait SessionUi: Send + Sync {
     fn on_content_token(&self, _text: &str) {}
     /// The model stream ended.
     fn on_stream_end(&self) {}
+    /// A tool batch was prepared (headers, previews, refusals), before any
+    /// approval is asked for.
+    fn on_tools_prepared(&self, _items: &[PendingTool]) {}
     /// Asks the user about a batch (cycle id, items). Only called when at least
     /// one item needs approval.
     async fn approve_tools(&self, cycle_id: u64, items: &[PendingTool]) -> Approval;

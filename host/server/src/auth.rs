@@ -133,8 +133,10 @@ pub fn required_scope(method: &str, path: &str) -> Option<Scope> {
         return None;
     }
     let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
+    // The global stream: the full node view needs `service`; ordinary users
+    // get it filtered to their own workstreams (checked by the handler).
     if path == "/api/events/global" {
-        return Some(Scope::Service);
+        return Some(Scope::Read);
     }
     let is_admin = segs.len() >= 2 && segs[0] == "api" && matches!(segs[1], "admin" | "_internal");
     match method {
@@ -301,7 +303,7 @@ mod tests {
             ),
             ("PUT", "/api/admin/settings/x", Some(Scope::Approve)),
             ("POST", "/api/_internal/model-reload", Some(Scope::Approve)),
-            ("GET", "/api/events/global", Some(Scope::Service)),
+            ("GET", "/api/events/global", Some(Scope::Read)),
             ("PATCH", "/api/unknown", Some(Scope::Write)),
         ];
         for (m, p, want) in cases {

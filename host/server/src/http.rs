@@ -30,6 +30,10 @@ pub struct AppState {
     pub started: Instant,
     /// This node's id.
     pub node_id: String,
+    /// The session engine side (`None`: auth-only, every engine route 503s).
+    pub node: Option<Arc<crate::routes::Node>>,
+    /// Per-IP rate limiting, when enabled.
+    pub limiter: Option<Arc<crate::ratelimit::RateLimiter>>,
 }
 
 /// A JSON error with a status: `{"error": "..."}`.
@@ -69,16 +73,129 @@ pub fn router(state: AppState) -> axum::Router {
         .route("/api/auth/setup", post(setup))
         .route("/api/auth/login", post(login))
         .route("/api/auth/logout", post(logout))
-        .route("/api/auth/whoami", get(whoami));
+        .route("/api/auth/whoami", get(whoami))
+        .merge(crate::routes::api());
     axum::Router::new()
         .route("/health", get(health))
+        .route("/metrics", get(metrics))
+        .merge(crate::web::routes())
         .nest("/v1", api)
         .fallback(|| async { ApiError(StatusCode::NOT_FOUND, "Not found".into()) })
+        // Order (outermost first): metrics, JSON errors, authentication, rate limit.
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            rate_limit,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             authenticate,
         ))
+        .layer(axum::middleware::from_fn(json_errors))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            record_request,
+        ))
         .with_state(state)
+}
+
+/// Counts requests and their durations per matched route.
+async fn record_request(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let Some(node) = state.node.clone() else {
+        return next.run(req).await;
+    };
+    let method = req.method().to_string();
+    let route = req
+        .extensions()
+        .get::<axum::extract::MatchedPath>()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_else(|| "unmatched".into());
+    let started = Instant::now();
+    let resp = next.run(req).await;
+    node.metrics.request(
+        &method,
+        &route,
+        resp.status().as_u16(),
+        started.elapsed().as_secs_f64(),
+    );
+    resp
+}
+
+/// Client errors produced by extractors (bad path or query) come back as the
+/// contract's `{"error": "..."}` instead of plain text.
+async fn json_errors(req: Request, next: Next) -> Response {
+    let resp = next.run(req).await;
+    let status = resp.status();
+    if !(status.is_client_error() || status.is_server_error()) {
+        return resp;
+    }
+    let is_json = resp
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if is_json {
+        return resp;
+    }
+    let (parts, body) = resp.into_parts();
+    let bytes = axum::body::to_bytes(body, 64 * 1024)
+        .await
+        .unwrap_or_default();
+    let msg = String::from_utf8_lossy(&bytes).trim().to_string();
+    let msg = if msg.is_empty() {
+        status.canonical_reason().unwrap_or("error").to_string()
+    } else {
+        msg
+    };
+    let mut out = ApiError(parts.status, msg).into_response();
+    for (k, v) in parts.headers.iter() {
+        if k != header::CONTENT_TYPE && k != header::CONTENT_LENGTH {
+            out.headers_mut().insert(k.clone(), v.clone());
+        }
+    }
+    out
+}
+
+/// Per-IP token bucket (after authentication, like the original).
+async fn rate_limit(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let Some(limiter) = &state.limiter else {
+        return next.run(req).await;
+    };
+    if crate::ratelimit::exempt(req.uri().path()) {
+        return next.run(req).await;
+    }
+    let ip = req
+        .extensions()
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|c| c.0.ip());
+    if let Some(ip) = ip
+        && let Err(wait) = limiter.check(ip)
+    {
+        if let Some(n) = &state.node {
+            n.metrics.ratelimited();
+        }
+        let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
+        let mut resp = (
+            StatusCode::TOO_MANY_REQUESTS,
+            Json(json!({"error": "Rate limit exceeded", "retry_after": secs})),
+        )
+            .into_response();
+        if let Ok(v) = HeaderValue::from_str(&secs.to_string()) {
+            resp.headers_mut().insert(header::RETRY_AFTER, v);
+        }
+        return resp;
+    }
+    next.run(req).await
+}
+
+async fn metrics(State(state): State<AppState>) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        crate::routes::metrics_text(&state),
+    )
+        .into_response()
 }
 
 fn now() -> u64 {
@@ -163,12 +280,7 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
 }
 
 async fn health(State(state): State<AppState>) -> Json<Value> {
-    Json(json!({
-        "status": "ok",
-        "version": env!("CARGO_PKG_VERSION"),
-        "node_id": state.node_id,
-        "uptime_seconds": state.started.elapsed().as_secs_f64(),
-    }))
+    Json(crate::routes::health_fields(&state))
 }
 
 async fn auth_status(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
@@ -199,12 +311,12 @@ struct LoginBody {
     token: Option<String>,
 }
 
-fn bad_request(msg: impl Into<String>) -> ApiError {
+pub(crate) fn bad_request(msg: impl Into<String>) -> ApiError {
     ApiError(StatusCode::BAD_REQUEST, msg.into())
 }
 
 /// Parses a JSON body, answering 400 (never 422/500) for a bad one.
-fn parse<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+pub(crate) fn parse<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
     serde_json::from_slice(body).map_err(|e| bad_request(format!("invalid JSON body: {e}")))
 }
 

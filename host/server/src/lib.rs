@@ -1,11 +1,23 @@
-//! Turnstone's HTTP server. Built so far: the authorization model shared by
-//! every route ([`auth`]: scopes, roles and permissions, the per-route scope
-//! table of the original server's wire contract, HS256 session JWTs), password
-//! hashing ([`passwords`]), and the first routes with the authentication
-//! middleware ([`http`]: `/health`, auth status/setup/login/logout/whoami).
-//! Workstream routes, SSE, `turnstone serve` and the browser UI arrive in later
-//! steps of issue #7.
+//! Turnstone's HTTP server: the original's `/v1` API and SSE wire contract on
+//! axum, with authentication always on.
+//!
+//! - [`auth`]: scopes, roles and permissions, the per-route scope table, JWTs.
+//! - [`passwords`]: Argon2id hashing (shared with `turnstone admin`).
+//! - [`http`]: the router, authentication, rate limiting, JSON errors, metrics.
+//! - [`manager`] / [`workstream`]: loaded workstreams, their session workers and
+//!   the bridge from engine callbacks to SSE events ([`events`], [`global`]).
+//! - [`serve`]: listener, idle reaper and graceful shutdown.
+//! - [`web`]: the browser UI, embedded in the binary.
 
 pub mod auth;
+pub mod events;
+pub mod global;
 pub mod http;
+pub mod manager;
+pub mod metrics;
 pub mod passwords;
+pub mod ratelimit;
+pub mod routes;
+pub mod serve;
+pub mod web;
+pub mod workstream;

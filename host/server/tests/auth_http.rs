@@ -31,6 +31,8 @@ async fn start() -> Server {
         keys: Arc::new(JwtKeys::new(SECRET).unwrap()),
         started: std::time::Instant::now(),
         node_id: "node-test".into(),
+        node: None,
+        limiter: None,
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -206,9 +208,16 @@ async fn setup_once_login_whoami_and_scope_checks() {
         let r = s.post("/v1/api/workstreams/new", Some(token), "{}").await;
         assert_eq!(r.status(), StatusCode::FORBIDDEN);
         assert_eq!(json_of(r).await["error"], "write scope required");
+        // Read scope reaches the (per-user filtered) global stream; this
+        // auth-only router has no engine behind it.
         let (st, body) = s.get("/v1/api/events/global", Some(token)).await;
-        assert_eq!(st, StatusCode::FORBIDDEN);
-        assert_eq!(body["error"], "service scope required");
+        assert_eq!(st, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(
+            body["error"]
+                .as_str()
+                .unwrap()
+                .contains("without a session engine")
+        );
     }
     // Authenticated but unknown route: a JSON 404, not a 500.
     let (st, body) = s.get("/v1/api/nothing-here", Some(&jwt)).await;

@@ -9,7 +9,7 @@ mod queue;
 mod stream;
 mod tools;
 
-pub use edit::EditError;
+pub use edit::{EditError, MODEL_ALIAS_KEY};
 pub use queue::{CancelHandle, MAX_QUEUED, MessageQueue, QueueFull};
 
 use crate::turn::{Role, Turn};

@@ -36,6 +36,16 @@ impl MessageQueue {
             .remove(index)
     }
 
+    /// Removes the first waiting message equal to `text`; false when none is
+    /// waiting (already injected or never queued).
+    pub fn remove_text(&self, text: &str) -> bool {
+        let mut q = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        match q.iter().position(|m| m == text) {
+            Some(i) => q.remove(i).is_some(),
+            None => false,
+        }
+    }
+
     /// Messages waiting.
     pub fn len(&self) -> usize {
         self.inner.lock().unwrap_or_else(|p| p.into_inner()).len()

@@ -121,6 +121,10 @@ impl ChatSession {
                 }
             }
         }
+        {
+            let items: Vec<PendingTool> = prepared.iter().map(|(p, _)| p.clone()).collect();
+            self.ui.on_tools_prepared(&items);
+        }
         // Approve: one cycle per batch that needs the user.
         let mut approval = Approval {
             approved: true,

@@ -1,0 +1,169 @@
+//! `turnstone serve`: the HTTP server with the browser UI.
+
+use crate::app::{App, DbDefault, PluginFlags, SessionFlags};
+use anyhow::{Context, Result, bail};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use turnstone_server::auth::JwtKeys;
+use turnstone_server::http::AppState;
+use turnstone_server::manager::{Deps, Limits, Manager};
+use turnstone_server::metrics::Metrics;
+use turnstone_server::ratelimit::RateLimiter;
+use turnstone_server::routes::Node;
+
+/// `serve` options from the command line.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ServeArgs {
+    /// Listen address (default: [server] host, else 127.0.0.1).
+    #[arg(long)]
+    pub host: Option<String>,
+    /// Listen port (default: [server] port, else 8080; 0 picks a free port).
+    #[arg(long)]
+    pub port: Option<u16>,
+    /// Minutes after which an idle workstream is closed (0 = never; default: [server], else 120).
+    #[arg(long)]
+    pub workstream_idle_timeout: Option<u64>,
+    /// Most loaded workstreams (default: [server] max_workstreams, else 50).
+    #[arg(long)]
+    pub max_workstreams: Option<usize>,
+}
+
+fn jwt_secret(cfg: Option<&str>) -> Result<String> {
+    let secret = std::env::var("TURNSTONE_JWT_SECRET")
+        .ok()
+        .filter(|s| !s.is_empty())
+        .or_else(|| cfg.map(String::from));
+    match secret {
+        None => bail!(
+            "no JWT secret: set TURNSTONE_JWT_SECRET or [auth] jwt_secret (at least 32 characters), \
+             e.g. TURNSTONE_JWT_SECRET=$(openssl rand -hex 32)"
+        ),
+        Some(s) if s.chars().count() < 32 => bail!(
+            "the JWT secret is too short ({} characters); it needs at least 32",
+            s.chars().count()
+        ),
+        Some(s) => Ok(s),
+    }
+}
+
+fn node_id() -> String {
+    std::env::var("TURNSTONE_NODE_ID")
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| {
+            let host = std::fs::read_to_string("/etc/hostname")
+                .map(|h| h.trim().to_string())
+                .unwrap_or_default();
+            let host = if host.is_empty() { "node".into() } else { host };
+            format!("{host}-{}", std::process::id())
+        })
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = term => {}
+    }
+}
+
+/// Runs the server until SIGINT/SIGTERM.
+pub async fn run(
+    plugins: &PluginFlags,
+    flags: SessionFlags,
+    args: &ServeArgs,
+    started: Instant,
+) -> Result<()> {
+    // Read the secret first: a server that cannot authenticate must not start.
+    let (cfg, _) = crate::config::load(plugins.config.as_deref())?;
+    let secret = jwt_secret(cfg.auth.jwt_secret.as_deref())?;
+    let keys = JwtKeys::new(&secret).map_err(|e| anyhow::anyhow!("JWT secret: {e}"))?;
+    let limiter = RateLimiter::from_config(&cfg.ratelimit).map_err(anyhow::Error::msg)?;
+    let app = App::start(plugins, flags, DbDefault::WorkingDir).await?;
+    let server = &app.loaded.config.server;
+    let host = args.host.clone().unwrap_or_else(|| server.host.clone());
+    let port = args.port.unwrap_or(server.port);
+    let idle = args
+        .workstream_idle_timeout
+        .unwrap_or(server.workstream_idle_timeout);
+    let limits = Limits {
+        max_workstreams: args
+            .max_workstreams
+            .unwrap_or(server.max_workstreams)
+            .max(1),
+        idle_timeout: (idle > 0).then(|| Duration::from_secs(idle * 60)),
+        event_ring: server.event_ring.max(16),
+    };
+    let grace = Duration::from_secs(server.shutdown_grace);
+    let node_id = node_id();
+    let metrics = Arc::new(Metrics::default());
+    let mgr = Manager::new(
+        Deps {
+            db: app.storage.clone(),
+            registry: app.loaded.registry.clone(),
+            models: app.models.clone(),
+            workspace: app.loaded.workspace.clone(),
+            skip_permissions: app.flags.skip_permissions,
+            tool_truncation: app.flags.tool_truncation,
+            node_id: node_id.clone(),
+        },
+        limits,
+        metrics.clone(),
+    );
+    let state = AppState {
+        db: app.storage.clone(),
+        keys: Arc::new(keys),
+        started,
+        node_id,
+        node: Some(Arc::new(Node {
+            mgr,
+            metrics,
+            shutdown: Default::default(),
+        })),
+        limiter: limiter.map(Arc::new),
+    };
+    let listener = tokio::net::TcpListener::bind((host.as_str(), port))
+        .await
+        .with_context(|| format!("cannot listen on {host}:{port}"))?;
+    let addr = listener.local_addr()?;
+    for line in &app.housekeeping {
+        eprintln!("{line}");
+    }
+    let failed: Vec<_> = app
+        .loaded
+        .registry
+        .entries()
+        .iter()
+        .filter_map(|e| match &e.status {
+            turnstone_runtime::registry::PluginStatus::Failed(err) => {
+                Some(format!("{}: {err}", e.name()))
+            }
+            _ => None,
+        })
+        .collect();
+    for f in &failed {
+        eprintln!("plugin failed to load: {f}");
+    }
+    eprintln!(
+        "turnstone {} serving http://{addr} (model {}; started in {} ms)",
+        env!("CARGO_PKG_VERSION"),
+        app.model_line(),
+        started.elapsed().as_millis()
+    );
+    turnstone_server::serve::serve(listener, state, shutdown_signal(), grace).await?;
+    eprintln!("turnstone stopped");
+    Ok(())
+}

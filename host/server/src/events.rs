@@ -1,0 +1,167 @@
+//! Per-workstream event hub: numbered SSE events in a bounded ring, so a client
+//! that reconnects with `Last-Event-ID` gets exactly what it missed (or an
+//! honest `replay_truncated` when the ring no longer covers the gap).
+
+use serde_json::Value;
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use tokio::sync::broadcast;
+
+/// Events kept for replay when nothing is configured.
+pub const DEFAULT_RING: usize = 2000;
+
+/// One numbered event, serialised once and shared by every subscriber.
+#[derive(Debug, Clone)]
+pub struct Numbered {
+    /// Monotonic id within the workstream.
+    pub id: u64,
+    /// The JSON frame body.
+    pub json: Arc<str>,
+}
+
+/// What a new subscriber gets besides the live receiver.
+#[derive(Debug)]
+pub enum Replay {
+    /// No cursor: the caller sends the connect preamble.
+    Fresh,
+    /// Everything after the cursor, in order.
+    Ok(Vec<Numbered>),
+    /// The ring no longer holds the events after the cursor.
+    Truncated {
+        /// Events that cannot be replayed.
+        lost_count: u64,
+    },
+}
+
+struct Inner {
+    next_id: u64,
+    ring: VecDeque<Numbered>,
+    cap: usize,
+}
+
+/// The hub of one workstream.
+pub struct EventHub {
+    inner: Mutex<Inner>,
+    tx: broadcast::Sender<Numbered>,
+}
+
+impl EventHub {
+    /// A hub whose ids start after `seed` (e.g. the newest stored event id).
+    pub fn new(cap: usize, seed: u64) -> Self {
+        // The live channel only has to absorb bursts between a subscriber's
+        // polls; a subscriber that falls further behind resyncs from the ring.
+        let (tx, _) = broadcast::channel(1024);
+        Self {
+            inner: Mutex::new(Inner {
+                next_id: seed + 1,
+                ring: VecDeque::with_capacity(cap.min(4096)),
+                cap: cap.max(1),
+            }),
+            tx,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Numbers `event`, keeps it for replay and sends it to live subscribers.
+    pub fn publish(&self, event: &Value) -> u64 {
+        let json: Arc<str> = Arc::from(event.to_string());
+        let mut g = self.lock();
+        let id = g.next_id;
+        g.next_id += 1;
+        let n = Numbered { id, json };
+        if g.ring.len() == g.cap {
+            g.ring.pop_front();
+        }
+        g.ring.push_back(n.clone());
+        // Sent under the lock so a concurrent subscribe sees each event exactly
+        // once: either in its replay or on its receiver.
+        let _ = self.tx.send(n);
+        id
+    }
+
+    /// The id the next event will get.
+    pub fn next_id(&self) -> u64 {
+        self.lock().next_id
+    }
+
+    /// Subscribes; with a cursor, also returns the events after it.
+    pub fn subscribe(&self, after: Option<u64>) -> (Replay, broadcast::Receiver<Numbered>) {
+        let g = self.lock();
+        let rx = self.tx.subscribe();
+        let Some(after) = after else {
+            return (Replay::Fresh, rx);
+        };
+        if after + 1 >= g.next_id {
+            return (Replay::Ok(Vec::new()), rx);
+        }
+        let oldest = g.ring.front().map(|n| n.id).unwrap_or(g.next_id);
+        if after + 1 < oldest {
+            return (
+                Replay::Truncated {
+                    lost_count: oldest - after - 1,
+                },
+                rx,
+            );
+        }
+        let events = g.ring.iter().filter(|n| n.id > after).cloned().collect();
+        (Replay::Ok(events), rx)
+    }
+
+    /// Events in the ring after `after` (used when a live receiver lagged).
+    pub fn since(&self, after: u64) -> Result<Vec<Numbered>, u64> {
+        let g = self.lock();
+        let oldest = g.ring.front().map(|n| n.id).unwrap_or(g.next_id);
+        if after + 1 < oldest {
+            return Err(oldest - after - 1);
+        }
+        Ok(g.ring.iter().filter(|n| n.id > after).cloned().collect())
+    }
+
+    /// Live subscribers.
+    pub fn subscribers(&self) -> usize {
+        self.tx.receiver_count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn replay_covers_the_gap_or_says_how_much_was_lost() {
+        let hub = EventHub::new(3, 10);
+        for i in 0..5 {
+            hub.publish(&json!({"type": "content", "text": i}));
+        }
+        // ids 11..=15; the ring holds 13, 14, 15.
+        match hub.subscribe(Some(12)).0 {
+            Replay::Ok(v) => assert_eq!(v.iter().map(|n| n.id).collect::<Vec<_>>(), [13, 14, 15]),
+            other => panic!("{other:?}"),
+        }
+        match hub.subscribe(Some(10)).0 {
+            Replay::Truncated { lost_count } => assert_eq!(lost_count, 2),
+            other => panic!("{other:?}"),
+        }
+        match hub.subscribe(Some(15)).0 {
+            Replay::Ok(v) => assert!(v.is_empty()),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(hub.subscribe(None).0, Replay::Fresh));
+    }
+
+    #[tokio::test]
+    async fn live_events_arrive_once_after_the_replay() {
+        let hub = EventHub::new(10, 0);
+        hub.publish(&json!({"n": 1}));
+        let (replay, mut rx) = hub.subscribe(Some(0));
+        hub.publish(&json!({"n": 2}));
+        let Replay::Ok(v) = replay else { panic!() };
+        assert_eq!(v.len(), 1);
+        assert_eq!(rx.recv().await.unwrap().id, 2);
+        assert!(rx.try_recv().is_err());
+    }
+}

@@ -1,0 +1,172 @@
+//! Process metrics in Prometheus text format (`/metrics`).
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
+
+/// HTTP request series: (method, route, status) → (count, total seconds).
+type HttpSeries = BTreeMap<(String, String, u16), (u64, f64)>;
+
+/// Counters and gauges kept by the server.
+#[derive(Default)]
+pub struct Metrics {
+    prompt_tokens: AtomicU64,
+    completion_tokens: AtomicU64,
+    tool_calls: AtomicU64,
+    turns: AtomicU64,
+    failed_turns: AtomicU64,
+    evicted: AtomicU64,
+    ratelimited: AtomicU64,
+    /// Open SSE connections.
+    pub sse_connections: AtomicI64,
+    /// (method, route, status) → (count, seconds).
+    http: Mutex<HttpSeries>,
+}
+
+/// Facts gathered at scrape time.
+pub struct Snapshot<'a> {
+    /// Workstreams by state name.
+    pub workstreams: BTreeMap<&'static str, usize>,
+    /// Seconds since start.
+    pub uptime: f64,
+    /// Default model id.
+    pub model: &'a str,
+    /// (plugin, calls, failures, denials).
+    pub plugins: Vec<(String, u64, u64, u64)>,
+}
+
+impl Metrics {
+    /// Adds token usage.
+    pub fn tokens(&self, prompt: u32, completion: u32) {
+        self.prompt_tokens.fetch_add(u64::from(prompt), Relaxed);
+        self.completion_tokens
+            .fetch_add(u64::from(completion), Relaxed);
+    }
+
+    /// Adds tool calls.
+    pub fn tool_calls(&self, n: u64) {
+        self.tool_calls.fetch_add(n, Relaxed);
+    }
+
+    /// Counts a finished turn.
+    pub fn turn_finished(&self, failed: bool) {
+        self.turns.fetch_add(1, Relaxed);
+        if failed {
+            self.failed_turns.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// Counts an eviction.
+    pub fn evicted(&self) {
+        self.evicted.fetch_add(1, Relaxed);
+    }
+
+    /// Counts a rate-limit rejection.
+    pub fn ratelimited(&self) {
+        self.ratelimited.fetch_add(1, Relaxed);
+    }
+
+    /// Totals used by the dashboard: (tokens, tool calls).
+    pub fn totals(&self) -> (u64, u64) {
+        (
+            self.prompt_tokens.load(Relaxed) + self.completion_tokens.load(Relaxed),
+            self.tool_calls.load(Relaxed),
+        )
+    }
+
+    /// Records one HTTP request.
+    pub fn request(&self, method: &str, route: &str, status: u16, secs: f64) {
+        let mut m = self.http.lock().unwrap_or_else(|p| p.into_inner());
+        let e = m
+            .entry((method.to_string(), route.to_string(), status))
+            .or_default();
+        e.0 += 1;
+        e.1 += secs;
+    }
+
+    /// Renders everything.
+    pub fn render(&self, snap: &Snapshot<'_>) -> String {
+        let mut o = String::new();
+        let _ = writeln!(o, "# HELP turnstone_build_info Build information.");
+        let _ = writeln!(o, "# TYPE turnstone_build_info gauge");
+        let _ = writeln!(
+            o,
+            "turnstone_build_info{{version=\"{}\",model=\"{}\"}} 1",
+            env!("CARGO_PKG_VERSION"),
+            escape(snap.model)
+        );
+        let _ = writeln!(o, "# TYPE turnstone_uptime_seconds gauge");
+        let _ = writeln!(o, "turnstone_uptime_seconds {:.3}", snap.uptime);
+        let _ = writeln!(o, "# TYPE turnstone_workstreams gauge");
+        for (state, n) in &snap.workstreams {
+            let _ = writeln!(o, "turnstone_workstreams{{state=\"{state}\"}} {n}");
+        }
+        let counters = [
+            (
+                "turnstone_tokens_total{kind=\"prompt\"}",
+                &self.prompt_tokens,
+            ),
+            (
+                "turnstone_tokens_total{kind=\"completion\"}",
+                &self.completion_tokens,
+            ),
+            ("turnstone_tool_calls_total", &self.tool_calls),
+            ("turnstone_turns_total", &self.turns),
+            ("turnstone_turns_failed_total", &self.failed_turns),
+            ("turnstone_workstreams_evicted_total", &self.evicted),
+            ("turnstone_ratelimit_rejected_total", &self.ratelimited),
+        ];
+        for (name, v) in counters {
+            let base = name.split('{').next().unwrap_or(name);
+            let _ = writeln!(o, "# TYPE {base} counter");
+            let _ = writeln!(o, "{name} {}", v.load(Relaxed));
+        }
+        let _ = writeln!(o, "# TYPE turnstone_sse_connections gauge");
+        let _ = writeln!(
+            o,
+            "turnstone_sse_connections {}",
+            self.sse_connections.load(Relaxed)
+        );
+        let _ = writeln!(o, "# TYPE turnstone_http_requests_total counter");
+        let _ = writeln!(o, "# TYPE turnstone_http_request_duration_seconds summary");
+        let http = self.http.lock().unwrap_or_else(|p| p.into_inner());
+        for ((method, route, status), (n, secs)) in http.iter() {
+            let labels = format!(
+                "method=\"{method}\",route=\"{}\",status=\"{status}\"",
+                escape(route)
+            );
+            let _ = writeln!(o, "turnstone_http_requests_total{{{labels}}} {n}");
+            let _ = writeln!(
+                o,
+                "turnstone_http_request_duration_seconds_sum{{{labels}}} {secs:.6}"
+            );
+            let _ = writeln!(
+                o,
+                "turnstone_http_request_duration_seconds_count{{{labels}}} {n}"
+            );
+        }
+        for (kind, idx) in [("calls", 1), ("failures", 2), ("denials", 3)] {
+            let _ = writeln!(o, "# TYPE turnstone_plugin_{kind}_total counter");
+            for p in &snap.plugins {
+                let v = match idx {
+                    1 => p.1,
+                    2 => p.2,
+                    _ => p.3,
+                };
+                let _ = writeln!(
+                    o,
+                    "turnstone_plugin_{kind}_total{{plugin=\"{}\"}} {v}",
+                    escape(&p.0)
+                );
+            }
+        }
+        o
+    }
+}
+
+fn escape(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}

@@ -1,0 +1,150 @@
+//! The `/v1` API beyond authentication: workstreams, SSE, models, dashboard,
+//! memories, and the shared helpers their handlers use.
+
+mod info;
+mod memories;
+mod sse;
+mod ws;
+
+use crate::auth::Scope;
+use crate::http::{ApiError, AppState, Identity};
+use crate::manager::{Manager, ManagerError};
+use crate::metrics::Metrics;
+use crate::workstream::Workstream;
+use axum::http::StatusCode;
+use axum::routing::{delete, get, post};
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+pub use info::{health_fields, metrics_text};
+
+/// The running node: its workstreams, metrics and shutdown signal.
+pub struct Node {
+    /// Loaded workstreams.
+    pub mgr: Arc<Manager>,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// Cancelled when the server shuts down (ends SSE streams).
+    pub shutdown: CancellationToken,
+}
+
+/// API routes (relative to `/v1`).
+pub fn api() -> axum::Router<AppState> {
+    axum::Router::new()
+        .route("/api/workstreams", get(ws::list))
+        .route("/api/workstreams/new", post(ws::create))
+        .route("/api/workstreams/saved", get(info::saved))
+        .route("/api/workstreams/{ws_id}", get(ws::detail))
+        .route(
+            "/api/workstreams/{ws_id}/send",
+            post(ws::send).delete(ws::unsend),
+        )
+        .route("/api/workstreams/{ws_id}/approve", post(ws::approve))
+        .route("/api/workstreams/{ws_id}/cancel", post(ws::cancel))
+        .route("/api/workstreams/{ws_id}/close", post(ws::close))
+        .route("/api/workstreams/{ws_id}/open", post(ws::open))
+        .route("/api/workstreams/{ws_id}/delete", post(ws::delete_ws))
+        .route("/api/workstreams/{ws_id}/title", post(ws::title))
+        .route("/api/workstreams/{ws_id}/rewind", post(ws::rewind))
+        .route("/api/workstreams/{ws_id}/retry", post(ws::retry))
+        .route("/api/workstreams/{ws_id}/history", get(info::history))
+        .route("/api/workstreams/{ws_id}/export", get(info::export))
+        .route(
+            "/api/workstreams/{ws_id}/events",
+            get(sse::workstream_events),
+        )
+        .route("/api/events/global", get(sse::global_events))
+        .route("/api/command", post(ws::command))
+        .route("/api/dashboard", get(info::dashboard))
+        .route("/api/models", get(info::models))
+        .route("/api/skills", get(info::skills))
+        .route("/api/memories", get(memories::list).post(memories::save))
+        .route("/api/memories/search", post(memories::search))
+        .route(
+            "/api/memories/{name}",
+            get(memories::get_one).delete(memories::remove),
+        )
+        .route(
+            "/api/workstreams/{ws_id}/attachments",
+            get(ws::no_attachments).post(ws::no_attachments),
+        )
+        .route(
+            "/api/workstreams/{ws_id}/attachments/{id}",
+            delete(ws::no_attachments),
+        )
+        .route(
+            "/api/workstreams/{ws_id}/attachments/{id}/content",
+            get(ws::no_attachments),
+        )
+}
+
+/// The node, or 503 when this server runs without an engine.
+pub(crate) fn node(state: &AppState) -> Result<&Arc<Node>, ApiError> {
+    state.node.as_ref().ok_or_else(|| {
+        ApiError(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "this server runs without a session engine".into(),
+        )
+    })
+}
+
+/// The owner filter: `None` for service identities (they see everything).
+pub(crate) fn owner(id: &Identity) -> Option<&str> {
+    if id.scopes.contains(&Scope::Service) {
+        None
+    } else {
+        Some(id.user_id.as_str())
+    }
+}
+
+/// A loaded workstream the caller may touch (404 otherwise, so other users'
+/// ids are not revealed).
+pub(crate) fn loaded(
+    state: &AppState,
+    id: &Identity,
+    ws_id: &str,
+) -> Result<Arc<Workstream>, ApiError> {
+    let node = node(state)?;
+    match node.mgr.get(ws_id) {
+        Some(w) if owner(id).is_none() || w.core.user_id.as_deref() == owner(id) => Ok(w),
+        _ => Err(not_found()),
+    }
+}
+
+/// 404 `Workstream not found`.
+pub(crate) fn not_found() -> ApiError {
+    ApiError(StatusCode::NOT_FOUND, "Workstream not found".into())
+}
+
+/// 403 unless the caller holds `perm` (or, for creation, `alt`).
+pub(crate) fn need(id: &Identity, perm: &str) -> Result<(), ApiError> {
+    if id.scopes.contains(&Scope::Service) || id.permissions.iter().any(|p| p == perm) {
+        Ok(())
+    } else {
+        Err(ApiError(
+            StatusCode::FORBIDDEN,
+            format!("permission {perm} required"),
+        ))
+    }
+}
+
+impl From<ManagerError> for ApiError {
+    fn from(e: ManagerError) -> Self {
+        let status = match &e {
+            ManagerError::ModelNotLoaded(_) | ManagerError::AtCapacity(_) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
+            ManagerError::NotFound => StatusCode::NOT_FOUND,
+            ManagerError::Exists(_) => StatusCode::CONFLICT,
+            ManagerError::Invalid(_) => StatusCode::BAD_REQUEST,
+            ManagerError::Storage(turnstone_storage::StorageError::InvalidInput(_)) => {
+                StatusCode::BAD_REQUEST
+            }
+            ManagerError::Storage(_) | ManagerError::Session(_) => {
+                tracing::error!("workstream: {e}");
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
+        };
+        ApiError(status, e.to_string())
+    }
+}

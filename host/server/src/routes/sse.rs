@@ -1,0 +1,368 @@
+//! Server-sent events: the per-workstream stream (connect preamble, replay by
+//! event id, projections, pings) and the node-wide global stream.
+
+use super::{Node, loaded, node, owner};
+use crate::events::{Numbered, Replay};
+use crate::global::GlobalEvent;
+use crate::http::{ApiError, AppState, Identity};
+use crate::workstream::{Core, state_name, status_fields};
+use axum::Extension;
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+use tokio::sync::broadcast::error::RecvError;
+
+/// Keep-alive comment interval.
+const PING: Duration = Duration::from_secs(5);
+
+/// Query of the per-workstream stream.
+#[derive(Deserialize, Default)]
+pub(super) struct EventsQuery {
+    user_turn: Option<String>,
+    tool_turn: Option<String>,
+    last_event_id: Option<String>,
+    history_token: Option<String>,
+}
+
+fn flag(v: &Option<String>) -> bool {
+    matches!(v.as_deref(), Some("1" | "true" | "yes"))
+}
+
+fn data(v: &Value) -> Bytes {
+    Bytes::from(format!("data: {v}\n\n"))
+}
+
+fn numbered(n: &Numbered) -> Bytes {
+    Bytes::from(format!("id: {}\ndata: {}\n\n", n.id, n.json))
+}
+
+/// Counts an open SSE connection for as long as it lives.
+struct ConnGuard(Arc<Node>);
+
+impl ConnGuard {
+    fn new(node: Arc<Node>) -> Self {
+        node.metrics.sse_connections.fetch_add(1, Ordering::Relaxed);
+        Self(node)
+    }
+}
+
+impl Drop for ConnGuard {
+    fn drop(&mut self) {
+        self.0
+            .metrics
+            .sse_connections
+            .fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+fn sse_response(body: Body) -> Response {
+    let mut r = body.into_response();
+    let h = r.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream; charset=utf-8"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    r
+}
+
+fn retry_frame() -> Bytes {
+    let mut b = [0u8; 2];
+    let _ = getrandom::fill(&mut b);
+    let ms = 2500 + u16::from_le_bytes(b) % 2001;
+    Bytes::from(format!("retry: {ms}\n\n"))
+}
+
+fn ping_frame() -> Bytes {
+    let ts = time_now_iso();
+    Bytes::from(format!(": ping - {ts}\n\n"))
+}
+
+fn time_now_iso() -> String {
+    let d = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    format!("{}.{:03}", d.as_secs(), d.subsec_millis())
+}
+
+/// The fresh-connect preamble (no ids).
+fn preamble(core: &Core, out: &mut VecDeque<Bytes>) {
+    let ws = core.ws_id.as_str();
+    out.push_back(data(
+        &json!({"type": "clear_ui", "ws_id": ws, "reason": "tokenless_history_bootstrap"}),
+    ));
+    out.push_back(data(&json!({
+        "type": "connected", "model": core.model.1, "model_alias": core.model.0,
+        "project_name": null, "skip_permissions": core.skip_permissions,
+    })));
+    let s = core.status();
+    if s.turn_count > 0 && s.prompt_tokens > 0 {
+        let mut st = status_fields(&s);
+        st["type"] = "status".into();
+        st["ws_id"] = ws.into();
+        out.push_back(data(&st));
+    }
+    out.push_back(data(
+        &json!({"type": "state_change", "ws_id": ws, "state": state_name(s.state)}),
+    ));
+    for card in core.pending_cycles() {
+        out.push_back(data(&card));
+    }
+    if s.streaming {
+        out.push_back(data(&json!({
+            "type": "in_progress_snapshot", "ws_id": ws,
+            "content": s.content, "reasoning": s.reasoning,
+        })));
+    }
+}
+
+struct WsStream {
+    pending: VecDeque<Bytes>,
+    rx: tokio::sync::broadcast::Receiver<Numbered>,
+    core: Arc<Core>,
+    last_id: u64,
+    user_turn: bool,
+    tool_turn: bool,
+    ping: tokio::time::Interval,
+    stop: tokio_util::sync::CancellationToken,
+    done: bool,
+    _guard: ConnGuard,
+}
+
+impl WsStream {
+    /// Renders a numbered event for this subscriber (projections applied).
+    fn render(&mut self, n: &Numbered) -> Bytes {
+        self.last_id = self.last_id.max(n.id);
+        let j = &*n.json;
+        let unsupported = if !self.user_turn && j.contains("\"type\":\"user_turn\"") {
+            Some("user_turn_projection_unsupported")
+        } else if !self.tool_turn
+            && j.contains("\"accepted\":true")
+            && j.contains("\"type\":\"tool_result\"")
+        {
+            Some("tool_turn_projection_unsupported")
+        } else {
+            None
+        };
+        if j.contains("\"type\":\"ws_closed\"") {
+            self.done = true;
+        }
+        match unsupported {
+            Some(reason) => {
+                let v =
+                    json!({"type": "replay_truncated", "ws_id": self.core.ws_id, "reason": reason});
+                Bytes::from(format!("id: {}\ndata: {v}\n\n", n.id))
+            }
+            None => numbered(n),
+        }
+    }
+
+    async fn next(&mut self) -> Option<Bytes> {
+        if let Some(b) = self.pending.pop_front() {
+            return Some(b);
+        }
+        if self.done {
+            return None;
+        }
+        loop {
+            tokio::select! {
+                r = self.rx.recv() => match r {
+                    Ok(n) => {
+                        if n.id <= self.last_id { continue; }
+                        return Some(self.render(&n));
+                    }
+                    Err(RecvError::Lagged(_)) => {
+                        // Catch up from the ring; if it moved on, say how much was lost.
+                        match self.core.hub.since(self.last_id) {
+                            Ok(events) => {
+                                for n in &events {
+                                    let b = self.render(n);
+                                    self.pending.push_back(b);
+                                }
+                            }
+                            Err(lost) => {
+                                self.pending.push_back(data(&json!({
+                                    "type": "replay_truncated", "ws_id": self.core.ws_id,
+                                    "reason": "subscriber_lagged", "lost_count": lost,
+                                })));
+                                self.last_id = self.core.hub.next_id().saturating_sub(1);
+                            }
+                        }
+                        if let Some(b) = self.pending.pop_front() { return Some(b); }
+                    }
+                    Err(RecvError::Closed) => return None,
+                },
+                _ = self.ping.tick() => return Some(ping_frame()),
+                () = self.stop.cancelled() => return None,
+            }
+        }
+    }
+}
+
+fn header_cursor(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|s| s.trim().parse().ok())
+}
+
+pub(super) async fn workstream_events(
+    State(state): State<AppState>,
+    Extension(id): Extension<Identity>,
+    Path(ws_id): Path<String>,
+    Query(q): Query<EventsQuery>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let node = node(&state)?.clone();
+    let w = loaded(&state, &id, &ws_id)?;
+    let core = w.core.clone();
+    let cursor = header_cursor(&headers)
+        .or_else(|| q.last_event_id.as_deref().and_then(|s| s.parse().ok()))
+        .or_else(|| q.history_token.as_deref().and_then(|t| core.redeem(t)));
+    let (replay, rx) = core.hub.subscribe(cursor);
+    let mut pending = VecDeque::new();
+    pending.push_back(retry_frame());
+    let mut last_id = core.hub.next_id().saturating_sub(1);
+    let mut replayed = Vec::new();
+    match replay {
+        Replay::Fresh => preamble(&core, &mut pending),
+        Replay::Ok(events) => {
+            pending.push_back(data(&json!({
+                "type": "replay_ok", "ws_id": ws_id, "replayed": events.len(),
+                "last_event_id": cursor,
+            })));
+            last_id = cursor.unwrap_or(0);
+            replayed = events;
+        }
+        Replay::Truncated { lost_count } => {
+            pending.push_back(data(&json!({
+                "type": "replay_truncated", "ws_id": ws_id, "reason": "ring_evicted",
+                "lost_count": lost_count, "last_event_id": cursor,
+            })));
+            preamble(&core, &mut pending);
+        }
+    }
+    let mut ping = tokio::time::interval_at(tokio::time::Instant::now() + PING, PING);
+    ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut st = WsStream {
+        pending,
+        rx,
+        core,
+        last_id,
+        user_turn: flag(&q.user_turn),
+        tool_turn: flag(&q.tool_turn),
+        ping,
+        stop: node.shutdown.clone(),
+        done: false,
+        _guard: ConnGuard::new(node),
+    };
+    for n in &replayed {
+        let b = st.render(n);
+        st.pending.push_back(b);
+    }
+    let stream = futures::stream::unfold(st, |mut st| async move {
+        st.next()
+            .await
+            .map(|b| (Ok::<_, std::convert::Infallible>(b), st))
+    });
+    Ok(sse_response(Body::from_stream(stream)))
+}
+
+struct GlobalStream {
+    pending: VecDeque<Bytes>,
+    rx: tokio::sync::broadcast::Receiver<GlobalEvent>,
+    only: Option<String>,
+    ping: tokio::time::Interval,
+    stop: tokio_util::sync::CancellationToken,
+    _guard: ConnGuard,
+}
+
+impl GlobalStream {
+    async fn next(&mut self) -> Option<Bytes> {
+        if let Some(b) = self.pending.pop_front() {
+            return Some(b);
+        }
+        loop {
+            tokio::select! {
+                r = self.rx.recv() => match r {
+                    Ok(e) => {
+                        if let Some(me) = &self.only
+                            && e.owner.as_deref() != Some(me.as_str())
+                        {
+                            continue;
+                        }
+                        return Some(Bytes::from(format!("id: {}\ndata: {}\n\n", e.id, e.json)));
+                    }
+                    Err(RecvError::Lagged(n)) => {
+                        return Some(data(&json!({
+                            "type": "replay_truncated", "reason": "subscriber_lagged", "lost_count": n,
+                        })));
+                    }
+                    Err(RecvError::Closed) => return None,
+                },
+                _ = self.ping.tick() => return Some(ping_frame()),
+                () = self.stop.cancelled() => return None,
+            }
+        }
+    }
+}
+
+pub(super) async fn global_events(
+    State(state): State<AppState>,
+    Extension(id): Extension<Identity>,
+) -> Result<Response, ApiError> {
+    let node = node(&state)?.clone();
+    let only = owner(&id).map(String::from);
+    let rx = node.mgr.global.subscribe();
+    let list: Vec<Value> = node
+        .mgr
+        .all()
+        .iter()
+        .filter(|w| only.is_none() || w.core.user_id == only)
+        .map(|w| {
+            let mut v = w.core.ws_state_fields(false);
+            v["ws_id"] = w.core.ws_id.clone().into();
+            v["user_id"] = w.core.user_id.clone().into();
+            v["model"] = w.core.model.1.clone().into();
+            v["model_alias"] = w.core.model.0.clone().into();
+            v
+        })
+        .collect();
+    let (tokens, tools) = node.metrics.totals();
+    let mut pending = VecDeque::new();
+    pending.push_back(retry_frame());
+    pending.push_back(data(&json!({
+        "type": "node_snapshot",
+        "node_id": state.node_id,
+        "workstreams": list,
+        "health": super::health_fields(&state),
+        "aggregate": {"total_tokens": tokens, "total_tool_calls": tools,
+                      "active_count": node.mgr.all().iter().filter(|w| w.core.is_busy()).count(),
+                      "total_count": node.mgr.len()},
+        "filtered_to_user": only,
+    })));
+    let mut ping = tokio::time::interval_at(tokio::time::Instant::now() + PING, PING);
+    ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let st = GlobalStream {
+        pending,
+        rx,
+        only,
+        ping,
+        stop: node.shutdown.clone(),
+        _guard: ConnGuard::new(node),
+    };
+    let stream = futures::stream::unfold(st, |mut st| async move {
+        st.next()
+            .await
+            .map(|b| (Ok::<_, std::convert::Infallible>(b), st))
+    });
+    Ok(sse_response(Body::from_stream(stream)))
+}
