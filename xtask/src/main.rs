@@ -193,6 +193,13 @@ fn build(release: bool) -> Result<()> {
 fn test(extra: &[String]) -> Result<()> {
     build_guests()?;
     let root = root();
+    // The browser test drives headless Chromium through npm `playwright-core`.
+    let browser = root.join("tests/browser");
+    if !browser.join("node_modules/playwright-core").is_dir() {
+        run(Command::new("npm")
+            .args(["ci", "--no-audit", "--no-fund"])
+            .current_dir(&browser))?;
+    }
     run(cargo()
         .args(["test", "--workspace"])
         .args(extra)
