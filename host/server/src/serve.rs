@@ -23,6 +23,12 @@ pub async fn serve(
     if let Some(n) = &node {
         tokio::spawn(n.mgr.clone().reap_idle(stop.clone()));
     }
+    // Small SSE frames and JSON answers must not wait for Nagle + delayed ACK
+    // (a flat ~40 ms per exchange on loopback).
+    use axum::serve::ListenerExt;
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     let app = router(state).into_make_service_with_connect_info::<SocketAddr>();
     let stop_http = stop.clone();
     let server = axum::serve(listener, app).with_graceful_shutdown(async move {

@@ -1,0 +1,186 @@
+//! Server benchmark (a bench binary; release build; instant scripted LLM on
+//! loopback; SQLite; all built-in components from a warm cache):
+//! cold start to `/health` 200, idle RSS, sequential turn latency (send →
+//! `ws_state` on the SSE stream), N concurrent workstreams each streaming a
+//! 500-token reply (total wall, p50/p99 time to first `content`, peak RSS),
+//! RSS after 160 loaded workstreams, and SSE fan-out events/s.
+//!
+//! Run: `cargo bench -p turnstone --bench serve`.
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use futures::future::join_all;
+use serde_json::json;
+use std::time::{Duration, Instant};
+use support::{Server, sse};
+use turnstone_scripted_llm::openai;
+
+fn pct(v: &mut [f64], p: f64) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[((v.len() - 1) as f64 * p).round() as usize]
+}
+
+fn status_kb(pid: u32, key: &str) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with(key))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|n| n.parse::<f64>().ok())
+        })
+        .unwrap_or(0.0)
+        / 1024.0
+}
+
+fn reply_500() -> Vec<String> {
+    let words: Vec<String> = (0..500).map(|i| format!("w{i} ")).collect();
+    let refs: Vec<&str> = words.iter().map(String::as_str).collect();
+    openai::text(&refs)
+}
+
+async fn one_turn(srv: &Server, tok: &str, ws: &str) -> (f64, f64) {
+    let mut ev = srv
+        .events(&format!("/v1/api/workstreams/{ws}/events"), tok, None)
+        .await;
+    for _ in 0..3 {
+        ev.next(10).await;
+    }
+    let t = Instant::now();
+    srv.call(
+        "POST",
+        &format!("/v1/api/workstreams/{ws}/send"),
+        Some(tok),
+        Some(json!({"message": "go"})),
+    )
+    .await;
+    let first = ev.until(60, |f| f.kind() == "content").await;
+    let ttfc = t.elapsed().as_secs_f64() * 1000.0;
+    let _ = first;
+    ev.turn_end().await;
+    (ttfc, t.elapsed().as_secs_f64() * 1000.0)
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let args = &["--workstream-idle-timeout", "0", "--max-workstreams", "250"];
+    // Cold start to /health.
+    let mut starts = Vec::new();
+    let mut idle_rss = Vec::new();
+    for _ in 0..10 {
+        let t = Instant::now();
+        let srv = Server::start(vec![], "", args).await;
+        loop {
+            if let Ok(r) = srv.http.get(srv.url("/health")).send().await
+                && r.status().as_u16() == 200
+            {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        starts.push(t.elapsed().as_secs_f64() * 1000.0);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        idle_rss.push(status_kb(srv.pid(), "VmRSS:"));
+    }
+    println!(
+        "cold start to /health 200: p50 {:.1} ms, p90 {:.1} ms; idle RSS p50 {:.1} MB",
+        pct(&mut starts, 0.5),
+        pct(&mut starts, 0.9),
+        pct(&mut idle_rss, 0.5)
+    );
+
+    // Sequential turns.
+    let srv = Server::start(vec![], "", args).await;
+    let tok = srv.setup_admin().await;
+    let ws = srv.create(&tok, json!({})).await;
+    let mut lat = Vec::new();
+    for i in 0..60 {
+        srv.llm.push(sse(openai::text(&["ok"])));
+        let (_, total) = one_turn(&srv, &tok, &ws).await;
+        if i >= 10 {
+            lat.push(total);
+        }
+    }
+    println!(
+        "sequential turn send→ws_state: p50 {:.2} ms, p90 {:.2} ms",
+        pct(&mut lat, 0.5),
+        pct(&mut lat, 0.9)
+    );
+    drop(srv);
+
+    for n in [100usize, 200] {
+        let srv = Server::start(vec![], "", args).await;
+        let tok = srv.setup_admin().await;
+        let mut ids = Vec::new();
+        for _ in 0..n {
+            ids.push(srv.create(&tok, json!({})).await);
+            srv.llm.push(sse(reply_500()));
+        }
+        let t = Instant::now();
+        let results = join_all(ids.iter().map(|ws| one_turn(&srv, &tok, ws))).await;
+        let wall = t.elapsed().as_secs_f64() * 1000.0;
+        let mut ttfc: Vec<f64> = results.iter().map(|r| r.0).collect();
+        println!(
+            "{n} concurrent workstreams × 500-token reply: wall {:.0} ms (incl. opening {n} SSE streams), \
+             first content p50 {:.1} ms p99 {:.1} ms, peak RSS {:.1} MB",
+            wall,
+            pct(&mut ttfc, 0.5),
+            pct(&mut ttfc, 0.99),
+            status_kb(srv.pid(), "VmHWM:")
+        );
+        if n == 200 {
+            // RSS with 160 loaded: close 40.
+            for ws in ids.iter().take(40) {
+                srv.call(
+                    "POST",
+                    &format!("/v1/api/workstreams/{ws}/close"),
+                    Some(&tok),
+                    Some(json!({})),
+                )
+                .await;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            println!(
+                "RSS with 160 loaded workstreams (after the turns): {:.1} MB",
+                status_kb(srv.pid(), "VmRSS:")
+            );
+        }
+    }
+
+    // SSE fan-out: 50 subscribers on one workstream, one 500-delta turn.
+    let srv = Server::start(vec![], "", args).await;
+    let tok = srv.setup_admin().await;
+    let ws = srv.create(&tok, json!({})).await;
+    let mut subs = Vec::new();
+    for _ in 0..50 {
+        let mut e = srv
+            .events(&format!("/v1/api/workstreams/{ws}/events"), &tok, None)
+            .await;
+        for _ in 0..3 {
+            e.next(10).await;
+        }
+        subs.push(e);
+    }
+    srv.llm.push(sse(reply_500()));
+    let t = Instant::now();
+    srv.call(
+        "POST",
+        &format!("/v1/api/workstreams/{ws}/send"),
+        Some(&tok),
+        Some(json!({"message": "go"})),
+    )
+    .await;
+    let counts = join_all(subs.iter_mut().map(|e| async move {
+        e.turn_end().await;
+        e.seen.len()
+    }))
+    .await;
+    let secs = t.elapsed().as_secs_f64();
+    let total: usize = counts.iter().sum();
+    println!(
+        "SSE fan-out: 50 subscribers received {total} events in {:.1} ms = {:.0} events/s",
+        secs * 1000.0,
+        total as f64 / secs
+    );
+}
