@@ -270,6 +270,56 @@ class Pane {
     ta.addEventListener("keydown", (ev) => {
       if (ev.key === "Enter" && !ev.shiftKey) { ev.preventDefault(); this.send(); }
     });
+    this.files = [];
+    $('input[type="file"]', this.el).addEventListener("change", (ev) => {
+      this.upload([...ev.target.files]);
+      ev.target.value = "";
+    });
+  }
+
+  async ensureWorkstream() {
+    if (this.wsId) return;
+    const r = await api("POST", "/api/workstreams/new", {});
+    state.roster.set(r.ws_id, { name: r.name, state: "idle" });
+    this.attach(r.ws_id);
+    renderTabs();
+    saveLayout();
+    await new Promise((res) => setTimeout(res, 200));
+  }
+
+  async upload(files) {
+    await this.ensureWorkstream();
+    for (const f of files) {
+      const fd = new FormData();
+      fd.append("file", f, f.name);
+      const r = await fetch(`/v1/api/workstreams/${this.wsId}/attachments`, {
+        method: "POST", body: fd, credentials: "same-origin",
+      });
+      const data = await r.json().catch(() => ({}));
+      if (!r.ok) { this.info(`${f.name}: ${data.error || r.statusText}`, "error"); continue; }
+      this.files.push(data);
+    }
+    this.renderFiles();
+  }
+
+  renderFiles() {
+    const box = $(".pending-files", this.el);
+    box.textContent = "";
+    for (const f of this.files) {
+      const chip = document.createElement("span");
+      chip.className = "chip";
+      chip.textContent = f.filename;
+      const x = document.createElement("button");
+      x.textContent = "×";
+      x.title = "Remove";
+      x.onclick = async () => {
+        try { await api("DELETE", `/api/workstreams/${this.wsId}/attachments/${f.attachment_id}`); } catch (_) {}
+        this.files = this.files.filter((g) => g !== f);
+        this.renderFiles();
+      };
+      chip.append(x);
+      box.append(chip);
+    }
   }
 
   attach(wsId) {
@@ -281,6 +331,8 @@ class Pane {
     this.cards.clear();
     this.tools.clear();
     this.cur = null;
+    this.files = [];
+    $(".pending-files", this.el).textContent = "";
     const w = wsId && state.roster.get(wsId);
     $(".pane-name", this.el).textContent = w ? w.name : "(no workstream: pick a tab or + New)";
     this.setState(w ? w.state : "");
@@ -311,7 +363,7 @@ class Pane {
 
   renderStored(m) {
     if (m.role === "user") {
-      this.addUser(m.content || "");
+      this.addUser(m.content || "", m.attachments);
     } else if (m.role === "assistant") {
       if (m.reasoning) this.newAssistant().reasoning(m.reasoning);
       if (m.content) this.newAssistant().append(m.content);
@@ -356,7 +408,7 @@ class Pane {
         this.setState(e.state);
         if (state.roster.has(this.wsId)) { state.roster.get(this.wsId).state = e.state; renderTabs(); }
         break;
-      case "user_turn": this.addUser(e.content); break;
+      case "user_turn": this.addUser(e.content, e.attachments); break;
       case "thinking_start": this.cur = null; break;
       case "reasoning": this.assistant().reasoning(e.text, true); break;
       case "content": this.assistant().append(e.text); break;
@@ -399,10 +451,16 @@ class Pane {
     if (l.scrollHeight - l.scrollTop - l.clientHeight < 200) l.scrollTop = l.scrollHeight;
   }
 
-  addUser(text) {
+  addUser(text, attachments) {
     const d = document.createElement("div");
     d.className = "msg user";
     d.textContent = text;
+    if (attachments && attachments.length) {
+      const f = document.createElement("div");
+      f.className = "files";
+      f.textContent = "📎 " + attachments.map((a) => a.filename || a.kind || "file").join(", ");
+      d.append(f);
+    }
     this.log.append(d);
     this.cur = null;
   }
@@ -562,17 +620,12 @@ class Pane {
     const ta = $("textarea", this.el);
     const text = ta.value.trim();
     if (!text) return;
-    if (!this.wsId) {
-      const r = await api("POST", "/api/workstreams/new", {});
-      state.roster.set(r.ws_id, { name: r.name, state: "idle" });
-      this.attach(r.ws_id);
-      renderTabs();
-      saveLayout();
-      await new Promise((res) => setTimeout(res, 200));
-    }
+    await this.ensureWorkstream();
     ta.value = "";
+    const ids = this.files.map((f) => f.attachment_id);
     try {
-      const r = await api("POST", `/api/workstreams/${this.wsId}/send`, { message: text });
+      const r = await api("POST", `/api/workstreams/${this.wsId}/send`, { message: text, attachment_ids: ids });
+      if (r.status === "ok") { this.files = []; this.renderFiles(); }
       if (r.status === "queue_full") { this.info("The queue is full; try again when the turn ends.", "error"); ta.value = text; }
       else if (r.status === "queued") this.info("Queued: it joins the conversation after the running tools.");
     } catch (e) {

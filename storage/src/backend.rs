@@ -187,7 +187,33 @@ pub trait OpsStore: Send + Sync {
 }
 
 /// Everything: what `Storage` hands out.
-pub trait Backend: WorkstreamStore + TurnStore + MemoryStore + IdentityStore + OpsStore {
+/// Uploaded attachments: stored with the workstream, consumed by a send.
+#[async_trait]
+pub trait AttachmentStore: Send + Sync {
+    /// Stores an upload (≤ [`MAX_ATTACHMENT_BYTES`]); unknown workstream → error.
+    async fn save_attachment(&self, a: &NewAttachment) -> Result<Attachment>;
+    /// One attachment of `ws_id` with its bytes.
+    async fn get_attachment(
+        &self,
+        ws_id: &str,
+        attachment_id: &str,
+    ) -> Result<Option<(Attachment, Vec<u8>)>>;
+    /// Attachments of `ws_id`, oldest first (only unconsumed ones when `pending_only`).
+    async fn list_attachments(&self, ws_id: &str, pending_only: bool) -> Result<Vec<Attachment>>;
+    /// Deletes an unconsumed attachment; false when unknown or already consumed.
+    async fn delete_attachment(&self, ws_id: &str, attachment_id: &str) -> Result<bool>;
+    /// Marks the pending ones among `ids` consumed and returns them with their
+    /// bytes (ids that are unknown or already consumed are left out).
+    async fn consume_attachments(
+        &self,
+        ws_id: &str,
+        ids: &[String],
+    ) -> Result<Vec<(Attachment, Vec<u8>)>>;
+}
+
+pub trait Backend:
+    WorkstreamStore + TurnStore + MemoryStore + IdentityStore + OpsStore + AttachmentStore
+{
     /// `sqlite` or `postgresql`.
     fn backend_name(&self) -> &'static str;
     /// Closes the pool, flushing pending work.

@@ -15,6 +15,7 @@ pub mod backend;
 pub mod config;
 pub mod error;
 mod migrate;
+mod ops_attach;
 mod ops_other;
 mod ops_turns;
 mod ops_ws;
@@ -35,7 +36,7 @@ pub type Storage = Arc<dyn Backend>;
 /// Everything callers usually need, including the storage traits.
 pub mod prelude {
     pub use crate::backend::{
-        Backend, IdentityStore, MemoryStore, OpsStore, TurnStore, WorkstreamStore,
+        AttachmentStore, Backend, IdentityStore, MemoryStore, OpsStore, TurnStore, WorkstreamStore,
     };
     pub use crate::config::{BackendKind, DbConfig};
     pub use crate::types::*;

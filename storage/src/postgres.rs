@@ -2,6 +2,7 @@
 
 use crate::error::Result;
 use crate::migrate::check_and_run;
+use crate::ops_attach::impl_attach;
 use crate::ops_other::impl_other;
 use crate::ops_turns::impl_turns;
 use crate::ops_ws::impl_ws_and_turns;
@@ -74,6 +75,7 @@ pub(crate) fn redact(url: &str) -> String {
 impl_ws_and_turns!(PgStore, sqlx::Postgres);
 impl_turns!(PgStore, sqlx::Postgres);
 impl_other!(PgStore, sqlx::Postgres);
+impl_attach!(PgStore, sqlx::Postgres);
 
 impl crate::backend::Backend for PgStore {
     fn backend_name(&self) -> &'static str {

@@ -2,6 +2,7 @@
 
 use crate::error::{Result, StorageError};
 use crate::migrate::check_and_run;
+use crate::ops_attach::impl_attach;
 use crate::ops_other::impl_other;
 use crate::ops_turns::impl_turns;
 use crate::ops_ws::impl_ws_and_turns;
@@ -84,6 +85,7 @@ impl SqliteStore {
 impl_ws_and_turns!(SqliteStore, sqlx::Sqlite);
 impl_turns!(SqliteStore, sqlx::Sqlite);
 impl_other!(SqliteStore, sqlx::Sqlite);
+impl_attach!(SqliteStore, sqlx::Sqlite);
 
 impl crate::backend::Backend for SqliteStore {
     fn backend_name(&self) -> &'static str {

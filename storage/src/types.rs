@@ -550,3 +550,46 @@ pub struct ServiceRecord {
     /// Last heartbeat.
     pub last_heartbeat: String,
 }
+
+/// Largest attachment (10 MiB).
+pub const MAX_ATTACHMENT_BYTES: usize = 10 << 20;
+
+/// An attachment to store.
+#[derive(Debug, Clone, Default)]
+pub struct NewAttachment {
+    /// Workstream it belongs to.
+    pub ws_id: String,
+    /// Uploader.
+    pub user_id: Option<String>,
+    /// Original file name.
+    pub filename: String,
+    /// Sniffed MIME type.
+    pub mime_type: String,
+    /// `image` or `text`.
+    pub kind: String,
+    /// The bytes.
+    pub content: Vec<u8>,
+}
+
+/// A stored attachment (without its bytes).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Attachment {
+    /// Id (32 hex).
+    pub attachment_id: String,
+    /// Workstream.
+    pub ws_id: String,
+    /// Uploader.
+    pub user_id: Option<String>,
+    /// File name.
+    pub filename: String,
+    /// MIME type.
+    pub mime_type: String,
+    /// `image` or `text`.
+    pub kind: String,
+    /// Size.
+    pub size_bytes: i64,
+    /// Upload time.
+    pub created: String,
+    /// When a send consumed it.
+    pub consumed: Option<String>,
+}

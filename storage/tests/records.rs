@@ -10,8 +10,90 @@ both_backends!(
     memories_crud_search_and_counters,
     users_and_tokens,
     plugin_state_crud,
-    audit_usage_and_services
+    audit_usage_and_services,
+    attachments_store_consume_once_and_cascade
 );
+
+async fn attachments_store_consume_once_and_cascade(h: Harness) {
+    let db = &h.db;
+    let ws = published(db, None).await;
+    let png = vec![0x89, b'P', b'N', b'G', 0, 1, 2, 255];
+    let a = db
+        .save_attachment(&NewAttachment {
+            ws_id: ws.clone(),
+            user_id: Some("u1".into()),
+            filename: "dot.png".into(),
+            mime_type: "image/png".into(),
+            kind: "image".into(),
+            content: png.clone(),
+        })
+        .await
+        .unwrap();
+    assert_eq!((a.size_bytes, a.consumed.as_deref()), (8, None));
+    let (meta, bytes) = db
+        .get_attachment(&ws, &a.attachment_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((meta.filename.as_str(), bytes), ("dot.png", png.clone()));
+    // Another workstream cannot see it.
+    let other = published(db, None).await;
+    assert!(
+        db.get_attachment(&other, &a.attachment_id)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        !db.delete_attachment(&other, &a.attachment_id)
+            .await
+            .unwrap()
+    );
+    // Unknown workstream, oversized and NUL names are refused.
+    let bad = |ws: &str, name: &str, size: usize| NewAttachment {
+        ws_id: ws.into(),
+        filename: name.into(),
+        mime_type: "text/plain".into(),
+        kind: "text".into(),
+        content: vec![b'a'; size],
+        ..Default::default()
+    };
+    assert!(db.save_attachment(&bad("nope", "a.txt", 1)).await.is_err());
+    assert!(matches!(
+        db.save_attachment(&bad(&ws, "a.txt", MAX_ATTACHMENT_BYTES + 1))
+            .await,
+        Err(StorageError::TooLarge { .. })
+    ));
+    assert!(db.save_attachment(&bad(&ws, "a\0.txt", 1)).await.is_err());
+    let t = db.save_attachment(&bad(&ws, "notes.txt", 3)).await.unwrap();
+    assert_eq!(db.list_attachments(&ws, true).await.unwrap().len(), 2);
+    // Consumed exactly once; unknown ids are skipped.
+    let ids = vec![a.attachment_id.clone(), "missing".to_string()];
+    let got = db.consume_attachments(&ws, &ids).await.unwrap();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].1, png);
+    assert!(db.consume_attachments(&ws, &ids).await.unwrap().is_empty());
+    let pending = db.list_attachments(&ws, true).await.unwrap();
+    assert_eq!(
+        pending
+            .iter()
+            .map(|p| p.attachment_id.clone())
+            .collect::<Vec<_>>(),
+        vec![t.attachment_id.clone()]
+    );
+    assert_eq!(db.list_attachments(&ws, false).await.unwrap().len(), 2);
+    // A consumed one cannot be deleted; a pending one can.
+    assert!(!db.delete_attachment(&ws, &a.attachment_id).await.unwrap());
+    assert!(db.delete_attachment(&ws, &t.attachment_id).await.unwrap());
+    // Deleting the workstream removes its attachments.
+    assert!(db.delete_workstream(&ws).await.unwrap());
+    assert!(
+        db.get_attachment(&ws, &a.attachment_id)
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
 
 async fn memories_crud_search_and_counters(h: Harness) {
     let db = &h.db;

@@ -66,12 +66,30 @@ try {
     assert.ok(before.includes(piece) && after.includes(piece), piece);
   }
 
+  // Attach a text file and send it with a message.
+  await again.locator('input[type="file"]').setInputFiles({
+    name: "notes.txt", mimeType: "text/plain", buffer: Buffer.from("remember the milk"),
+  });
+  await again.locator(".chip", { hasText: "notes.txt" }).waitFor();
+  await again.locator("textarea").fill("summarise the file");
+  await again.locator("textarea").press("Enter");
+  await again.locator(".msg.user .files", { hasText: "notes.txt" }).waitFor();
+  await again.locator(".msg.assistant", { hasText: "Summary: milk" }).waitFor({ timeout: 30000 });
+  assert.equal(await again.locator(".chip").count(), 0);
+
   // Theme toggle persists.
   await page.click("#theme");
   assert.equal(await page.getAttribute("html", "data-theme"), "light");
   // Split panes (keyboard) and the layout survives a reload.
   await page.keyboard.press("Alt+s");
   assert.equal(await page.locator(".pane").count(), 2);
+
+  // The API reference renders from /openapi.json (same-origin scripts only).
+  const docs = await browser.newPage();
+  docs.on("pageerror", (e) => failures.push("docs page error: " + e.message));
+  await docs.goto(base + "/docs");
+  await docs.locator("summary", { hasText: "/v1/api/workstreams/{ws_id}/send" }).first().waitFor();
+  await docs.close();
 
   // Sign out, sign back in with the password.
   await page.click("#logout");

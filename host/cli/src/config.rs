@@ -49,8 +49,8 @@ pub struct ServerConfig {
     pub port: u16,
     /// Most loaded workstreams; the oldest idle one is evicted beyond it.
     pub max_workstreams: usize,
-    /// Minutes after which an idle workstream is closed (0 = never).
-    pub workstream_idle_timeout: u64,
+    /// Minutes after which an idle workstream is closed (0 = never; fractions allowed).
+    pub workstream_idle_timeout: f64,
     /// Events kept per workstream for reconnect replay.
     pub event_ring: usize,
     /// Seconds running turns get to finish at shutdown before they are cancelled.
@@ -63,7 +63,7 @@ impl Default for ServerConfig {
             host: "127.0.0.1".into(),
             port: 8080,
             max_workstreams: 50,
-            workstream_idle_timeout: 120,
+            workstream_idle_timeout: 120.0,
             event_ring: turnstone_server::events::DEFAULT_RING,
             shutdown_grace: 10,
         }

@@ -20,9 +20,10 @@ pub struct ServeArgs {
     /// Listen port (default: [server] port, else 8080; 0 picks a free port).
     #[arg(long)]
     pub port: Option<u16>,
-    /// Minutes after which an idle workstream is closed (0 = never; default: [server], else 120).
+    /// Minutes after which an idle workstream is closed (0 = never; fractions
+    /// allowed; default: [server] workstream_idle_timeout, else 120).
     #[arg(long)]
-    pub workstream_idle_timeout: Option<u64>,
+    pub workstream_idle_timeout: Option<f64>,
     /// Most loaded workstreams (default: [server] max_workstreams, else 50).
     #[arg(long)]
     pub max_workstreams: Option<usize>,
@@ -104,7 +105,8 @@ pub async fn run(
             .max_workstreams
             .unwrap_or(server.max_workstreams)
             .max(1),
-        idle_timeout: (idle > 0).then(|| Duration::from_secs(idle * 60)),
+        idle_timeout: (idle.is_finite() && idle > 0.0)
+            .then(|| Duration::from_secs_f64((idle * 60.0).min(1e9))),
         event_ring: server.event_ring.max(16),
     };
     let grace = Duration::from_secs(server.shutdown_grace);

@@ -31,6 +31,7 @@ async fn the_ui_runs_a_turn_with_an_approval_and_survives_a_reload() {
                 &[r#"{"command": "echo streamed-from-bash"}"#],
             )),
             sse(openai::text(&[&answer[..20], &answer[20..]])),
+            sse(openai::text(&["Summary: milk."])),
         ],
         "",
         &[],
@@ -61,4 +62,10 @@ async fn the_ui_runs_a_turn_with_an_approval_and_survives_a_reload() {
     // The model really got the approved tool's output.
     let second = srv.llm.requests()[1].body.to_string();
     assert!(second.contains("streamed-from-bash"));
+    // The attached file went to the model with the message.
+    let third = srv.llm.requests()[2].body.to_string();
+    assert!(
+        third.contains("remember the milk") && third.contains("summarise the file"),
+        "{third}"
+    );
 }

@@ -671,3 +671,247 @@ async fn close_ends_the_stream_and_the_workstream_reopens_with_history() {
         "resumed history goes to the model: {body}"
     );
 }
+
+/// A 1×1 PNG.
+const PNG: &[u8] = &[
+    137, 80, 78, 71, 13, 10, 26, 10, 0, 0, 0, 13, 73, 72, 68, 82, 0, 0, 0, 1, 0, 0, 0, 1, 8, 6, 0,
+    0, 0, 31, 21, 196, 137, 0, 0, 0, 13, 73, 68, 65, 84, 120, 218, 99, 100, 248, 207, 80, 15, 0, 3,
+    134, 1, 128, 90, 52, 125, 107, 0, 0, 0, 0, 73, 69, 78, 68, 174, 66, 96, 130,
+];
+const PNG_B64: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
+
+async fn upload(
+    srv: &Server,
+    tok: &str,
+    ws: &str,
+    name: &str,
+    mime: &str,
+    bytes: Vec<u8>,
+) -> (u16, serde_json::Value) {
+    let part = reqwest::multipart::Part::bytes(bytes)
+        .file_name(name.to_string())
+        .mime_str(mime)
+        .unwrap();
+    let form = reqwest::multipart::Form::new().part("file", part);
+    let r = srv
+        .http
+        .post(srv.url(&format!("/v1/api/workstreams/{ws}/attachments")))
+        .bearer_auth(tok)
+        .multipart(form)
+        .send()
+        .await
+        .unwrap();
+    let s = r.status().as_u16();
+    let t = r.text().await.unwrap();
+    (
+        s,
+        serde_json::from_str(&t).unwrap_or(serde_json::Value::String(t)),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attachments_are_sniffed_stored_and_sent_with_the_message() {
+    let srv = Server::start(vec![sse(openai::text(&["I see a pixel."]))], "", &[]).await;
+    let admin = srv.setup_admin().await;
+    let ws = srv.create(&admin, json!({})).await;
+    // Refusals: declared type disagrees, unsupported binary, too large, empty.
+    let (s, v) = upload(&srv, &admin, &ws, "x.jpg", "image/jpeg", PNG.to_vec()).await;
+    assert_eq!(s, 400, "{v}");
+    assert!(
+        v["error"].as_str().unwrap().contains("MIME mismatch"),
+        "{v}"
+    );
+    let zip = vec![
+        b'P', b'K', 3, 4, 20, 0, 0, 0, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    ];
+    let (s, v) = upload(&srv, &admin, &ws, "a.zip", "application/zip", zip).await;
+    assert_eq!(s, 415, "{v}");
+    let (s, _) = upload(
+        &srv,
+        &admin,
+        &ws,
+        "big.txt",
+        "text/plain",
+        vec![b'a'; (10 << 20) + 1],
+    )
+    .await;
+    assert_eq!(s, 413);
+    let (s, _) = upload(&srv, &admin, &ws, "empty.txt", "text/plain", Vec::new()).await;
+    assert_eq!(s, 400);
+    // A PNG and a text file.
+    let (s, img) = upload(
+        &srv,
+        &admin,
+        &ws,
+        "../../pixel.png",
+        "image/png",
+        PNG.to_vec(),
+    )
+    .await;
+    assert_eq!(s, 200, "{img}");
+    assert_eq!(
+        (
+            img["kind"].as_str(),
+            img["mime_type"].as_str(),
+            img["filename"].as_str()
+        ),
+        (Some("image"), Some("image/png"), Some("pixel.png"))
+    );
+    let (s, txt) = upload(
+        &srv,
+        &admin,
+        &ws,
+        "notes.md",
+        "application/octet-stream",
+        b"# Notes\nremember the milk".to_vec(),
+    )
+    .await;
+    assert_eq!(
+        (s, txt["mime_type"].as_str()),
+        (200, Some("text/markdown")),
+        "{txt}"
+    );
+    let (_, list) = srv
+        .call(
+            "GET",
+            &format!("/v1/api/workstreams/{ws}/attachments"),
+            Some(&admin),
+            None,
+        )
+        .await;
+    assert_eq!(list["attachments"].as_array().unwrap().len(), 2);
+    let img_id = img["attachment_id"].as_str().unwrap().to_string();
+    let txt_id = txt["attachment_id"].as_str().unwrap().to_string();
+    let r = srv
+        .http
+        .get(srv.url(&format!(
+            "/v1/api/workstreams/{ws}/attachments/{img_id}/content"
+        )))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.headers()["content-type"], "image/png");
+    assert_eq!(r.bytes().await.unwrap().as_ref(), PNG);
+    // Send with both (and one unknown id).
+    let mut ev = srv
+        .events(
+            &format!("/v1/api/workstreams/{ws}/events?user_turn=1"),
+            &admin,
+            None,
+        )
+        .await;
+    let (s, v) = srv
+        .call(
+            "POST",
+            &format!("/v1/api/workstreams/{ws}/send"),
+            Some(&admin),
+            Some(json!({"message": "what is this?", "attachment_ids": [img_id, txt_id, "nope"]})),
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["attached_ids"], json!([img_id, txt_id]));
+    assert_eq!(v["dropped_attachment_ids"], json!(["nope"]));
+    let user = ev.until(10, |f| f.kind() == "user_turn").await;
+    assert_eq!(user.data["attachments"].as_array().unwrap().len(), 2);
+    assert_eq!(ev.turn_end().await.data["content"], "I see a pixel.");
+    let body = srv.llm.requests()[0].body.to_string();
+    assert!(
+        body.contains(&format!("data:image/png;base64,{PNG_B64}")),
+        "{body}"
+    );
+    assert!(body.contains("remember the milk"), "{body}");
+    // Consumed: no longer pending, not deletable, not sendable again.
+    let (_, list) = srv
+        .call(
+            "GET",
+            &format!("/v1/api/workstreams/{ws}/attachments"),
+            Some(&admin),
+            None,
+        )
+        .await;
+    assert!(list["attachments"].as_array().unwrap().is_empty());
+    let (s, _) = srv
+        .call(
+            "DELETE",
+            &format!("/v1/api/workstreams/{ws}/attachments/{img_id}"),
+            Some(&admin),
+            None,
+        )
+        .await;
+    assert_eq!(s, 404);
+    // The history shows the image reference without inlining its bytes.
+    let (_, h) = srv
+        .call(
+            "GET",
+            &format!("/v1/api/workstreams/{ws}/history"),
+            Some(&admin),
+            None,
+        )
+        .await;
+    let first = &h["messages"][0];
+    assert_eq!(first["attachments"][0]["attachment_id"], img_id.as_str());
+    assert!(!h.to_string().contains(PNG_B64));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multipart_create_with_files_and_an_initial_message() {
+    let srv = Server::start(vec![sse(openai::text(&["Got it."]))], "", &[]).await;
+    let admin = srv.setup_admin().await;
+    let meta = json!({"name": "with-file", "initial_message": "look at this"}).to_string();
+    let form = reqwest::multipart::Form::new().text("meta", meta).part(
+        "file",
+        reqwest::multipart::Part::bytes(PNG.to_vec())
+            .file_name("p.png")
+            .mime_str("image/png")
+            .unwrap(),
+    );
+    let r = srv
+        .http
+        .post(srv.url("/v1/api/workstreams/new"))
+        .bearer_auth(&admin)
+        .multipart(form)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let v: serde_json::Value = serde_json::from_str(&r.text().await.unwrap()).unwrap();
+    assert_eq!(v["name"], "with-file");
+    assert_eq!(v["attachment_ids"].as_array().unwrap().len(), 1);
+    let ws = v["ws_id"].as_str().unwrap();
+    for _ in 0..100 {
+        if !srv.llm.requests().is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let body = srv.llm.requests()[0].body.to_string();
+    assert!(
+        body.contains(PNG_B64) && body.contains("look at this"),
+        "{body}"
+    );
+    // A bad file in a multipart create leaves nothing behind.
+    let form = reqwest::multipart::Form::new()
+        .text("meta", json!({"name": "broken"}).to_string())
+        .part(
+            "file",
+            reqwest::multipart::Part::bytes(vec![0u8, 1, 2, 3, 255]).file_name("x.bin"),
+        );
+    let r = srv
+        .http
+        .post(srv.url("/v1/api/workstreams/new"))
+        .bearer_auth(&admin)
+        .multipart(form)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 415);
+    let (_, list) = srv
+        .call("GET", "/v1/api/workstreams", Some(&admin), None)
+        .await;
+    assert_eq!(
+        list["workstreams"].as_array().unwrap().len(),
+        1,
+        "{list} ({ws})"
+    );
+}

@@ -525,3 +525,89 @@ async fn sigterm_lets_the_turn_finish_and_saves_history() {
     let last = turns.last().unwrap();
     assert_eq!(last.content.as_deref(), Some("slow but complete"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_workstreams_are_closed_after_the_timeout_busy_ones_are_not() {
+    // 0.02 minutes = 1.2 s; the reaper runs every 0.3 s.
+    let srv = Server::start(
+        vec![
+            sse(openai::tool_call(
+                "c1",
+                "bash",
+                &[r#"{"command": "sleep 4"}"#],
+            )),
+            sse(openai::text(&["done"])),
+        ],
+        "",
+        &["--workstream-idle-timeout", "0.02", "--skip-permissions"],
+    )
+    .await;
+    let admin = srv.setup_admin().await;
+    let idle = srv.create(&admin, json!({"name": "idle"})).await;
+    let busy = srv.create(&admin, json!({"name": "busy"})).await;
+    let mut idle_ev = srv
+        .events(&format!("/v1/api/workstreams/{idle}/events"), &admin, None)
+        .await;
+    let mut busy_ev = srv
+        .events(&format!("/v1/api/workstreams/{busy}/events"), &admin, None)
+        .await;
+    srv.call(
+        "POST",
+        &format!("/v1/api/workstreams/{busy}/send"),
+        Some(&admin),
+        Some(json!({"message": "work"})),
+    )
+    .await;
+    let closed = idle_ev.until(10, |f| f.kind() == "ws_closed").await;
+    assert_eq!(closed.data["reason"], "idle");
+    // The busy one ran its 4 s tool past the timeout and finished its turn.
+    let end = busy_ev.turn_end().await;
+    assert_eq!(end.data["content"], "done");
+    assert!(!busy_ev.kinds().contains(&"ws_closed".to_string()));
+    // Closed idle workstreams stay saved and reopen.
+    let (s, v) = srv
+        .call(
+            "POST",
+            &format!("/v1/api/workstreams/{idle}/open"),
+            Some(&admin),
+            None,
+        )
+        .await;
+    assert_eq!((s, v["name"].as_str()), (200, Some("idle")), "{v}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openapi_describes_the_routes_and_docs_render_it() {
+    let srv = Server::start(vec![], "", &[]).await;
+    let (s, doc) = srv.call("GET", "/openapi.json", None, None).await;
+    assert_eq!(s, 200);
+    assert!(doc["openapi"].as_str().unwrap().starts_with("3."));
+    let send = &doc["paths"]["/v1/api/workstreams/{ws_id}/send"]["post"];
+    let schema_ref = send["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+        .as_str()
+        .unwrap();
+    let name = schema_ref.rsplit('/').next().unwrap();
+    let props = &doc["components"]["schemas"][name]["properties"];
+    assert!(
+        props["message"].is_object() && props["client_send_id"].is_object(),
+        "{props}"
+    );
+    for path in [
+        "/v1/api/workstreams/new",
+        "/v1/api/workstreams/{ws_id}/events",
+        "/v1/api/auth/login",
+        "/health",
+    ] {
+        assert!(doc["paths"][path].is_object(), "{path} missing");
+    }
+    assert!(doc["components"]["securitySchemes"]["bearer"].is_object());
+    let r = srv.http.get(srv.url("/docs")).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    assert!(
+        r.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/html")
+    );
+    assert!(r.text().await.unwrap().contains("/static/docs.js"));
+}

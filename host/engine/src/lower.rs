@@ -49,6 +49,10 @@ pub fn to_wit_messages(
                 .iter()
                 .map(|p| match p {
                     ContentPart::Text { text } => Ok(wit::ContentPart::Text(text.clone())),
+                    // Inline data wins; an id alone is resolved by the blob store.
+                    ContentPart::Image { url: Some(url), .. } => {
+                        Ok(wit::ContentPart::Image(parse_data_url(url)?))
+                    }
                     ContentPart::Image {
                         attachment_id: Some(id),
                         ..
@@ -57,9 +61,6 @@ pub fn to_wit_messages(
                             .data_url(id)
                             .ok_or_else(|| LowerError::UnknownAttachment(id.clone()))?;
                         Ok(wit::ContentPart::Image(parse_data_url(&url)?))
-                    }
-                    ContentPart::Image { url: Some(url), .. } => {
-                        Ok(wit::ContentPart::Image(parse_data_url(url)?))
                     }
                     ContentPart::Image { .. } => Err(LowerError::BadDataUrl),
                 })

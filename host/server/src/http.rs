@@ -78,6 +78,8 @@ pub fn router(state: AppState) -> axum::Router {
     axum::Router::new()
         .route("/health", get(health))
         .route("/metrics", get(metrics))
+        .route("/openapi.json", get(crate::routes::openapi_json))
+        .route("/docs", get(crate::routes::docs_page))
         .merge(crate::web::routes())
         .nest("/v1", api)
         .fallback(|| async { ApiError(StatusCode::NOT_FOUND, "Not found".into()) })
@@ -187,7 +189,8 @@ async fn rate_limit(State(state): State<AppState>, req: Request, next: Next) -> 
     next.run(req).await
 }
 
-async fn metrics(State(state): State<AppState>) -> Response {
+#[utoipa::path(get, path = "/metrics", tag = "node", summary = "Prometheus metrics", responses((status = 200, description = "Success", body = Object)))]
+pub(crate) async fn metrics(State(state): State<AppState>) -> Response {
     (
         [(
             header::CONTENT_TYPE,
@@ -279,11 +282,13 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
     next.run(req).await
 }
 
-async fn health(State(state): State<AppState>) -> Json<Value> {
+#[utoipa::path(get, path = "/health", tag = "node", summary = "Liveness, version, workstream counts", responses((status = 200, description = "Success", body = Object)))]
+pub(crate) async fn health(State(state): State<AppState>) -> Json<Value> {
     Json(crate::routes::health_fields(&state))
 }
 
-async fn auth_status(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
+#[utoipa::path(get, path = "/v1/api/auth/status", tag = "auth", summary = "Whether setup is needed", responses((status = 200, description = "Success", body = Object), (status = 400, description = "Bad request", body = crate::routes::ErrorBody), (status = 401, description = "Unauthorized", body = crate::routes::ErrorBody), (status = 403, description = "Scope or permission missing", body = crate::routes::ErrorBody), (status = 404, description = "Not found", body = crate::routes::ErrorBody)))]
+pub(crate) async fn auth_status(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
     let users = state.db.count_users().await?;
     Ok(Json(json!({
         "auth_enabled": true,
@@ -296,16 +301,16 @@ async fn auth_status(State(state): State<AppState>) -> Result<Json<Value>, ApiEr
 }
 
 /// Body of `POST /api/auth/setup`.
-#[derive(Deserialize)]
-struct SetupBody {
+#[derive(Deserialize, utoipa::ToSchema)]
+pub(crate) struct SetupBody {
     username: String,
     display_name: String,
     password: String,
 }
 
 /// Body of `POST /api/auth/login`.
-#[derive(Deserialize)]
-struct LoginBody {
+#[derive(Deserialize, utoipa::ToSchema)]
+pub(crate) struct LoginBody {
     username: Option<String>,
     password: Option<String>,
     token: Option<String>,
@@ -383,7 +388,8 @@ fn session_response(
     Ok(resp)
 }
 
-async fn setup(
+#[utoipa::path(post, path = "/v1/api/auth/setup", tag = "auth", summary = "Create the first administrator (once)", request_body = SetupBody, responses((status = 200, description = "Success", body = Object), (status = 400, description = "Bad request", body = crate::routes::ErrorBody), (status = 401, description = "Unauthorized", body = crate::routes::ErrorBody), (status = 403, description = "Scope or permission missing", body = crate::routes::ErrorBody), (status = 404, description = "Not found", body = crate::routes::ErrorBody)))]
+pub(crate) async fn setup(
     State(state): State<AppState>,
     body: axum::body::Bytes,
 ) -> Result<Response, ApiError> {
@@ -426,7 +432,8 @@ async fn setup(
     session_response(&state, &user, auth::role_scopes(&user.role), "setup")
 }
 
-async fn login(
+#[utoipa::path(post, path = "/v1/api/auth/login", tag = "auth", summary = "Password or API-token login; returns a JWT and sets the cookie", request_body = LoginBody, responses((status = 200, description = "Success", body = Object), (status = 400, description = "Bad request", body = crate::routes::ErrorBody), (status = 401, description = "Unauthorized", body = crate::routes::ErrorBody), (status = 403, description = "Scope or permission missing", body = crate::routes::ErrorBody), (status = 404, description = "Not found", body = crate::routes::ErrorBody)))]
+pub(crate) async fn login(
     State(state): State<AppState>,
     body: axum::body::Bytes,
 ) -> Result<Response, ApiError> {
@@ -458,7 +465,8 @@ async fn login(
     }
 }
 
-async fn logout() -> Response {
+#[utoipa::path(post, path = "/v1/api/auth/logout", tag = "auth", summary = "Clear the session cookie", responses((status = 200, description = "Success", body = Object), (status = 400, description = "Bad request", body = crate::routes::ErrorBody), (status = 401, description = "Unauthorized", body = crate::routes::ErrorBody), (status = 403, description = "Scope or permission missing", body = crate::routes::ErrorBody), (status = 404, description = "Not found", body = crate::routes::ErrorBody)))]
+pub(crate) async fn logout() -> Response {
     let mut resp = Json(json!({"status": "ok"})).into_response();
     let clear = format!("{COOKIE}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0");
     if let Ok(v) = HeaderValue::from_str(&clear) {
@@ -467,7 +475,8 @@ async fn logout() -> Response {
     resp
 }
 
-async fn whoami(
+#[utoipa::path(get, path = "/v1/api/auth/whoami", tag = "auth", summary = "The caller", responses((status = 200, description = "Success", body = Object), (status = 400, description = "Bad request", body = crate::routes::ErrorBody), (status = 401, description = "Unauthorized", body = crate::routes::ErrorBody), (status = 403, description = "Scope or permission missing", body = crate::routes::ErrorBody), (status = 404, description = "Not found", body = crate::routes::ErrorBody)))]
+pub(crate) async fn whoami(
     State(state): State<AppState>,
     axum::Extension(id): axum::Extension<Identity>,
 ) -> Result<Json<Value>, ApiError> {

@@ -20,7 +20,8 @@ pub fn routes<S: Clone + Send + Sync + 'static>() -> axum::Router<S> {
         )
 }
 
-fn asset(path: &str) -> Response {
+/// One embedded file with its content type and security headers.
+pub fn asset(path: &str) -> Response {
     let Some(file) = Assets::get(path) else {
         return crate::http::ApiError(StatusCode::NOT_FOUND, "Not found".into()).into_response();
     };

@@ -418,8 +418,8 @@ pub enum SendOutcome {
 
 /// A job for the worker that owns the session.
 pub enum Job {
-    /// Run a turn.
-    Send(String),
+    /// Run a turn (text, extra parts such as images).
+    Send(String, Vec<turnstone_engine::ContentPart>),
     /// Drop the last `n` user turns.
     Rewind(usize, oneshot::Sender<Result<String, String>>),
     /// Re-run the last user message.
@@ -516,18 +516,18 @@ async fn worker(core: Arc<Core>, mut session: ChatSession, mut rx: mpsc::Receive
         };
         let Some(job) = job else { break };
         match job {
-            Job::Send(first) => {
-                let mut next = Some(first);
-                while let Some(text) = next.take() {
+            Job::Send(first, images) => {
+                let mut next = Some((first, images));
+                while let Some((text, images)) = next.take() {
                     if core.is_closed() {
                         break;
                     }
                     lock(&core.status).tool_calls_this_turn = 0;
-                    let r = session.send(&text).await;
+                    let r = session.send_with(&text, images).await;
                     core.turn_finished(&r);
-                    next = core.next_or_release(&queue);
-                    if let Some(m) = &next {
-                        core.emit_user_turn(m, None);
+                    next = core.next_or_release(&queue).map(|m| (m, Vec::new()));
+                    if let Some((m, _)) = &next {
+                        core.emit_user_turn(m, None, &[]);
                     }
                 }
             }
@@ -571,13 +571,18 @@ async fn closed(core: &Core) {
 
 impl Core {
     /// Publishes the accepted user row.
-    pub fn emit_user_turn(&self, text: &str, client_send_id: Option<&str>) -> u64 {
+    pub fn emit_user_turn(
+        &self,
+        text: &str,
+        client_send_id: Option<&str>,
+        attachments: &[Value],
+    ) -> u64 {
         let next = self.hub.next_id();
         self.emit(
             "user_turn",
             json!({
                 "content": text,
-                "attachments": [],
+                "attachments": attachments,
                 "sender": self.user_id,
                 "client_send_ids": client_send_id.map(|c| vec![c]).unwrap_or_default(),
                 "_event_id": next,

@@ -96,8 +96,15 @@ impl ChatSession {
             return Err(EditError::NothingToEdit("retry").into());
         };
         let text = self.turns[idx].text_content();
+        // Images sent with the message go to the model again.
+        let images: Vec<crate::ContentPart> = self.turns[idx]
+            .content
+            .iter()
+            .filter(|p| matches!(p, crate::ContentPart::Image { .. }))
+            .cloned()
+            .collect();
         self.cut(idx).await?;
-        self.send(&text).await
+        self.send_with(&text, images).await
     }
 
     /// Switches the model alias for the next turn (checked now) and saves it

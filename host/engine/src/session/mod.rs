@@ -320,7 +320,17 @@ impl ChatSession {
 
     /// Sends user input and runs the loop until the model stops calling tools.
     pub async fn send(&mut self, input: &str) -> Result<(), SessionError> {
-        let result = self.send_inner(input).await;
+        self.send_with(input, Vec::new()).await
+    }
+
+    /// Like [`Self::send`], with extra parts (images as `data:` URLs) in the
+    /// user turn.
+    pub async fn send_with(
+        &mut self,
+        input: &str,
+        extra: Vec<crate::ContentPart>,
+    ) -> Result<(), SessionError> {
+        let result = self.send_inner(input, extra).await;
         if let Err(e) = &result
             && !matches!(
                 e,
@@ -333,7 +343,11 @@ impl ChatSession {
         result
     }
 
-    async fn send_inner(&mut self, input: &str) -> Result<(), SessionError> {
+    async fn send_inner(
+        &mut self,
+        input: &str,
+        extra: Vec<crate::ContentPart>,
+    ) -> Result<(), SessionError> {
         self.token = self.cancel.fresh();
         if let Some((live, alias)) = &self.live {
             let (primary, fallbacks) = live.bindings(alias.as_deref())?;
@@ -344,7 +358,9 @@ impl ChatSession {
         if self.compact_due {
             self.compact_inner(compact::Tail::None).await?;
         }
-        self.append(Turn::text(Role::User, input)).await?;
+        let mut user = Turn::text(Role::User, input);
+        user.content.extend(extra);
+        self.append(user).await?;
         loop {
             let assistant = match self.stream_turn().await {
                 Ok(t) => t,

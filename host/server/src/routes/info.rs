@@ -88,7 +88,8 @@ pub fn metrics_text(state: &AppState) -> String {
     })
 }
 
-pub(super) async fn models(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
+#[utoipa::path(get, path = "/v1/api/models", tag = "node", summary = "Configured model aliases", responses((status = 200, description = "Success", body = Object), (status = 400, description = "Bad request", body = crate::routes::ErrorBody), (status = 401, description = "Unauthorized", body = crate::routes::ErrorBody), (status = 403, description = "Scope or permission missing", body = crate::routes::ErrorBody), (status = 404, description = "Not found", body = crate::routes::ErrorBody)))]
+pub(crate) async fn models(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
     let n = node(&state)?;
     let reg = n.mgr.deps.models.snapshot();
     let models: Vec<Value> = reg
@@ -113,12 +114,14 @@ pub(super) async fn models(State(state): State<AppState>) -> Result<Json<Value>,
     })))
 }
 
-pub(super) async fn skills() -> Json<Value> {
+#[utoipa::path(get, path = "/v1/api/skills", tag = "node", summary = "Skills (none yet)", responses((status = 200, description = "Success", body = Object), (status = 400, description = "Bad request", body = crate::routes::ErrorBody), (status = 401, description = "Unauthorized", body = crate::routes::ErrorBody), (status = 403, description = "Scope or permission missing", body = crate::routes::ErrorBody), (status = 404, description = "Not found", body = crate::routes::ErrorBody)))]
+pub(crate) async fn skills() -> Json<Value> {
     // Skills arrive with the agent tools milestone; the list is honestly empty.
     Json(json!({"skills": []}))
 }
 
-pub(super) async fn dashboard(
+#[utoipa::path(get, path = "/v1/api/dashboard", tag = "node", summary = "Loaded workstreams with activity and aggregate counters", responses((status = 200, description = "Success", body = Object), (status = 400, description = "Bad request", body = crate::routes::ErrorBody), (status = 401, description = "Unauthorized", body = crate::routes::ErrorBody), (status = 403, description = "Scope or permission missing", body = crate::routes::ErrorBody), (status = 404, description = "Not found", body = crate::routes::ErrorBody)))]
+pub(crate) async fn dashboard(
     State(state): State<AppState>,
     Extension(id): Extension<Identity>,
 ) -> Result<Json<Value>, ApiError> {
@@ -160,8 +163,9 @@ pub(super) async fn dashboard(
     })))
 }
 
-#[derive(Deserialize)]
-pub(super) struct SavedQuery {
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct SavedQuery {
     limit: Option<i64>,
     offset: Option<i64>,
     q: Option<String>,
@@ -169,7 +173,8 @@ pub(super) struct SavedQuery {
     order: Option<String>,
 }
 
-pub(super) async fn saved(
+#[utoipa::path(get, path = "/v1/api/workstreams/saved", tag = "workstreams", summary = "Saved (not loaded) workstreams, paged", params(SavedQuery), responses((status = 200, description = "Success", body = Object), (status = 400, description = "Bad request", body = crate::routes::ErrorBody), (status = 401, description = "Unauthorized", body = crate::routes::ErrorBody), (status = 403, description = "Scope or permission missing", body = crate::routes::ErrorBody), (status = 404, description = "Not found", body = crate::routes::ErrorBody)))]
+pub(crate) async fn saved(
     State(state): State<AppState>,
     Extension(id): Extension<Identity>,
     Query(q): Query<SavedQuery>,
@@ -263,6 +268,16 @@ fn message(t: &StoredTurn, sender: Option<&str>) -> Value {
     if let Some(s) = &t.source {
         m["source"] = s.clone().into();
     }
+    // Image parts are kept inline with the turn; list them by id only.
+    if let Some(a) = &t.attachments
+        && let Ok(parts) = serde_json::from_str::<Vec<Value>>(a)
+    {
+        m["attachments"] = parts
+            .iter()
+            .map(|p| json!({"attachment_id": p["attachment_id"], "kind": "image"}))
+            .collect::<Vec<_>>()
+            .into();
+    }
     m
 }
 
@@ -282,12 +297,14 @@ async fn visible_row(
     Ok(row)
 }
 
-#[derive(Deserialize)]
-pub(super) struct HistoryQuery {
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct HistoryQuery {
     limit: Option<usize>,
 }
 
-pub(super) async fn history(
+#[utoipa::path(get, path = "/v1/api/workstreams/{ws_id}/history", tag = "workstreams", summary = "Conversation history with a one-shot SSE hand-off token", params(("ws_id" = String, Path, description = "Workstream id (32 hex)"), HistoryQuery), responses((status = 200, description = "Success", body = Object), (status = 400, description = "Bad request", body = crate::routes::ErrorBody), (status = 401, description = "Unauthorized", body = crate::routes::ErrorBody), (status = 403, description = "Scope or permission missing", body = crate::routes::ErrorBody), (status = 404, description = "Not found", body = crate::routes::ErrorBody)))]
+pub(crate) async fn history(
     State(state): State<AppState>,
     Extension(id): Extension<Identity>,
     Path(ws_id): Path<String>,
@@ -316,7 +333,8 @@ pub(super) async fn history(
     })))
 }
 
-pub(super) async fn export(
+#[utoipa::path(get, path = "/v1/api/workstreams/{ws_id}/export", tag = "workstreams", summary = "The conversation as OpenAI-style messages", params(("ws_id" = String, Path, description = "Workstream id (32 hex)")), responses((status = 200, description = "Success", body = Object), (status = 400, description = "Bad request", body = crate::routes::ErrorBody), (status = 401, description = "Unauthorized", body = crate::routes::ErrorBody), (status = 403, description = "Scope or permission missing", body = crate::routes::ErrorBody), (status = 404, description = "Not found", body = crate::routes::ErrorBody)))]
+pub(crate) async fn export(
     State(state): State<AppState>,
     Extension(id): Extension<Identity>,
     Path(ws_id): Path<String>,

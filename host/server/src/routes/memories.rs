@@ -61,8 +61,9 @@ fn visible(id: &Identity, m: &Memory) -> bool {
     m.scope != "user" || owner(id).is_none_or(|me| m.scope_id == me)
 }
 
-#[derive(Deserialize)]
-pub(super) struct ListQuery {
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct ListQuery {
     #[serde(rename = "type")]
     memory_type: Option<String>,
     scope: Option<String>,
@@ -70,7 +71,8 @@ pub(super) struct ListQuery {
     limit: Option<i64>,
 }
 
-pub(super) async fn list(
+#[utoipa::path(get, path = "/v1/api/memories", tag = "memories", summary = "List memories", params(ListQuery), responses((status = 200, description = "Success", body = Object), (status = 400, description = "Bad request", body = crate::routes::ErrorBody), (status = 401, description = "Unauthorized", body = crate::routes::ErrorBody), (status = 403, description = "Scope or permission missing", body = crate::routes::ErrorBody), (status = 404, description = "Not found", body = crate::routes::ErrorBody)))]
+pub(crate) async fn list(
     State(state): State<AppState>,
     Extension(id): Extension<Identity>,
     Query(q): Query<ListQuery>,
@@ -90,8 +92,8 @@ pub(super) async fn list(
     Ok(Json(json!({"memories": list, "total": total})))
 }
 
-#[derive(Deserialize)]
-pub(super) struct SaveBody {
+#[derive(Deserialize, utoipa::ToSchema)]
+pub(crate) struct SaveBody {
     name: Option<String>,
     content: Option<String>,
     description: Option<String>,
@@ -101,7 +103,8 @@ pub(super) struct SaveBody {
     scope_id: Option<String>,
 }
 
-pub(super) async fn save(
+#[utoipa::path(post, path = "/v1/api/memories", tag = "memories", summary = "Save (upsert) a memory", request_body = SaveBody, responses((status = 200, description = "Success", body = Object), (status = 400, description = "Bad request", body = crate::routes::ErrorBody), (status = 401, description = "Unauthorized", body = crate::routes::ErrorBody), (status = 403, description = "Scope or permission missing", body = crate::routes::ErrorBody), (status = 404, description = "Not found", body = crate::routes::ErrorBody)))]
+pub(crate) async fn save(
     State(state): State<AppState>,
     Extension(id): Extension<Identity>,
     body: axum::body::Bytes,
@@ -145,13 +148,14 @@ pub(super) async fn save(
     Ok(Json(summary(&m, false)))
 }
 
-#[derive(Deserialize)]
-pub(super) struct SearchBody {
+#[derive(Deserialize, utoipa::ToSchema)]
+pub(crate) struct SearchBody {
     query: Option<String>,
     limit: Option<i64>,
 }
 
-pub(super) async fn search(
+#[utoipa::path(post, path = "/v1/api/memories/search", tag = "memories", summary = "Search memories", request_body = SearchBody, responses((status = 200, description = "Success", body = Object), (status = 400, description = "Bad request", body = crate::routes::ErrorBody), (status = 401, description = "Unauthorized", body = crate::routes::ErrorBody), (status = 403, description = "Scope or permission missing", body = crate::routes::ErrorBody), (status = 404, description = "Not found", body = crate::routes::ErrorBody)))]
+pub(crate) async fn search(
     State(state): State<AppState>,
     Extension(id): Extension<Identity>,
     body: axum::body::Bytes,
@@ -174,13 +178,15 @@ pub(super) async fn search(
     Ok(Json(json!({"memories": list, "total": total})))
 }
 
-#[derive(Deserialize)]
-pub(super) struct OneQuery {
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct OneQuery {
     scope: Option<String>,
     scope_id: Option<String>,
 }
 
-pub(super) async fn get_one(
+#[utoipa::path(get, path = "/v1/api/memories/{name}", tag = "memories", summary = "One memory with content", params(("name" = String, Path, description = "Memory name"), OneQuery), responses((status = 200, description = "Success", body = Object), (status = 400, description = "Bad request", body = crate::routes::ErrorBody), (status = 401, description = "Unauthorized", body = crate::routes::ErrorBody), (status = 403, description = "Scope or permission missing", body = crate::routes::ErrorBody), (status = 404, description = "Not found", body = crate::routes::ErrorBody)))]
+pub(crate) async fn get_one(
     State(state): State<AppState>,
     Extension(id): Extension<Identity>,
     Path(name): Path<String>,
@@ -196,7 +202,8 @@ pub(super) async fn get_one(
     Ok(Json(summary(&m, true)))
 }
 
-pub(super) async fn remove(
+#[utoipa::path(delete, path = "/v1/api/memories/{name}", tag = "memories", summary = "Delete a memory", params(("name" = String, Path, description = "Memory name"), OneQuery), responses((status = 200, description = "Success", body = Object), (status = 400, description = "Bad request", body = crate::routes::ErrorBody), (status = 401, description = "Unauthorized", body = crate::routes::ErrorBody), (status = 403, description = "Scope or permission missing", body = crate::routes::ErrorBody), (status = 404, description = "Not found", body = crate::routes::ErrorBody)))]
+pub(crate) async fn remove(
     State(state): State<AppState>,
     Extension(id): Extension<Identity>,
     Path(name): Path<String>,

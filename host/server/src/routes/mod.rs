@@ -1,8 +1,10 @@
 //! The `/v1` API beyond authentication: workstreams, SSE, models, dashboard,
 //! memories, and the shared helpers their handlers use.
 
+mod attachments;
 mod info;
 mod memories;
+mod openapi;
 mod sse;
 mod ws;
 
@@ -11,12 +13,21 @@ use crate::http::{ApiError, AppState, Identity};
 use crate::manager::{Manager, ManagerError};
 use crate::metrics::Metrics;
 use crate::workstream::Workstream;
+use axum::extract::DefaultBodyLimit;
 use axum::http::StatusCode;
 use axum::routing::{delete, get, post};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 pub use info::{health_fields, metrics_text};
+pub use openapi::{ApiDoc, docs_page, openapi_json};
+
+/// The error body every failing route answers with.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub struct ErrorBody {
+    /// What went wrong.
+    pub error: String,
+}
 
 /// The running node: its workstreams, metrics and shutdown signal.
 pub struct Node {
@@ -32,7 +43,12 @@ pub struct Node {
 pub fn api() -> axum::Router<AppState> {
     axum::Router::new()
         .route("/api/workstreams", get(ws::list))
-        .route("/api/workstreams/new", post(ws::create))
+        .route(
+            "/api/workstreams/new",
+            post(ws::create).layer(DefaultBodyLimit::max(
+                attachments::MAX_PENDING.min(4) * attachments::MAX_BYTES + (1 << 20),
+            )),
+        )
         .route("/api/workstreams/saved", get(info::saved))
         .route("/api/workstreams/{ws_id}", get(ws::detail))
         .route(
@@ -66,15 +82,17 @@ pub fn api() -> axum::Router<AppState> {
         )
         .route(
             "/api/workstreams/{ws_id}/attachments",
-            get(ws::no_attachments).post(ws::no_attachments),
+            get(attachments::list)
+                .post(attachments::upload)
+                .layer(DefaultBodyLimit::max(attachments::MAX_BYTES + (1 << 20))),
         )
         .route(
-            "/api/workstreams/{ws_id}/attachments/{id}",
-            delete(ws::no_attachments),
+            "/api/workstreams/{ws_id}/attachments/{attachment_id}",
+            delete(attachments::remove),
         )
         .route(
-            "/api/workstreams/{ws_id}/attachments/{id}/content",
-            get(ws::no_attachments),
+            "/api/workstreams/{ws_id}/attachments/{attachment_id}/content",
+            get(attachments::content),
         )
 }
 

@@ -23,8 +23,9 @@ use tokio::sync::broadcast::error::RecvError;
 const PING: Duration = Duration::from_secs(5);
 
 /// Query of the per-workstream stream.
-#[derive(Deserialize, Default)]
-pub(super) struct EventsQuery {
+#[derive(Deserialize, Default, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct EventsQuery {
     user_turn: Option<String>,
     tool_turn: Option<String>,
     last_event_id: Option<String>,
@@ -214,7 +215,8 @@ fn header_cursor(headers: &HeaderMap) -> Option<u64> {
         .and_then(|s| s.trim().parse().ok())
 }
 
-pub(super) async fn workstream_events(
+#[utoipa::path(get, path = "/v1/api/workstreams/{ws_id}/events", tag = "events", summary = "Server-sent events of one workstream (see docs/server.md)", params(("ws_id" = String, Path, description = "Workstream id (32 hex)"), EventsQuery), responses((status = 200, description = "Success", body = Object), (status = 400, description = "Bad request", body = crate::routes::ErrorBody), (status = 401, description = "Unauthorized", body = crate::routes::ErrorBody), (status = 403, description = "Scope or permission missing", body = crate::routes::ErrorBody), (status = 404, description = "Not found", body = crate::routes::ErrorBody)))]
+pub(crate) async fn workstream_events(
     State(state): State<AppState>,
     Extension(id): Extension<Identity>,
     Path(ws_id): Path<String>,
@@ -315,7 +317,8 @@ impl GlobalStream {
     }
 }
 
-pub(super) async fn global_events(
+#[utoipa::path(get, path = "/v1/api/events/global", tag = "events", summary = "Node-wide server-sent events (filtered to the caller unless service scope)", responses((status = 200, description = "Success", body = Object), (status = 400, description = "Bad request", body = crate::routes::ErrorBody), (status = 401, description = "Unauthorized", body = crate::routes::ErrorBody), (status = 403, description = "Scope or permission missing", body = crate::routes::ErrorBody), (status = 404, description = "Not found", body = crate::routes::ErrorBody)))]
+pub(crate) async fn global_events(
     State(state): State<AppState>,
     Extension(id): Extension<Identity>,
 ) -> Result<Response, ApiError> {

@@ -1,10 +1,11 @@
 //! Per-workstream actions: create, list, detail, send, approve, cancel,
 //! close/open/delete, title, rewind, retry and slash commands.
 
-use super::{loaded, need, node, not_found, owner};
+use super::{attachments, loaded, need, node, not_found, owner};
 use crate::http::{ApiError, AppState, Identity, bad_request, parse};
 use crate::manager::{CreateOptions, ManagerError};
 use crate::workstream::{Job, SendOutcome, random_hex, state_name};
+use axum::extract::FromRequest;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -15,8 +16,8 @@ use tokio::sync::oneshot;
 use turnstone_engine::ui::Approval;
 
 /// Body of `POST /api/workstreams/new` (every field optional).
-#[derive(Deserialize, Default)]
-pub(super) struct CreateBody {
+#[derive(Deserialize, Default, utoipa::ToSchema)]
+pub(crate) struct CreateBody {
     name: Option<String>,
     model: Option<String>,
     #[serde(default)]
@@ -27,12 +28,35 @@ pub(super) struct CreateBody {
     kind: Option<String>,
 }
 
-pub(super) async fn create(
+#[utoipa::path(post, path = "/v1/api/workstreams/new", tag = "workstreams", summary = "Create (or fork with resume_ws) a workstream", request_body = CreateBody, responses((status = 200, description = "Success", body = Object), (status = 400, description = "Bad request", body = crate::routes::ErrorBody), (status = 401, description = "Unauthorized", body = crate::routes::ErrorBody), (status = 403, description = "Scope or permission missing", body = crate::routes::ErrorBody), (status = 404, description = "Not found", body = crate::routes::ErrorBody)))]
+pub(crate) async fn create(
     State(state): State<AppState>,
     Extension(id): Extension<Identity>,
-    body: axum::body::Bytes,
+    req: axum::extract::Request,
 ) -> Response {
-    match create_inner(&state, &id, &body).await {
+    let multipart = req
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("multipart/form-data"));
+    // The multipart variant: a `meta` field with the JSON body plus `file` parts.
+    let (body, files) = if multipart {
+        let mut mp = match axum::extract::Multipart::from_request(req, &state).await {
+            Ok(m) => m,
+            Err(e) => return bad_request(format!("invalid multipart body: {e}")).into_response(),
+        };
+        let mut meta = None;
+        match attachments::files(&mut mp, &mut meta).await {
+            Ok(f) => (meta.unwrap_or_default(), f),
+            Err(e) => return e.into_response(),
+        }
+    } else {
+        match axum::body::to_bytes(req.into_body(), 2 << 20).await {
+            Ok(b) => (b, Vec::new()),
+            Err(_) => return bad_request("the body is too large or unreadable").into_response(),
+        }
+    };
+    match create_inner(&state, &id, &body, files).await {
         Ok(r) => r,
         Err(CreateError::Api(e)) => e.into_response(),
         Err(CreateError::Model(alias)) => (
@@ -62,6 +86,7 @@ async fn create_inner(
     state: &AppState,
     id: &Identity,
     body: &[u8],
+    files: Vec<(Option<String>, Option<String>, axum::body::Bytes)>,
 ) -> Result<Response, CreateError> {
     let b: CreateBody = if body.iter().all(u8::is_ascii_whitespace) {
         CreateBody::default()
@@ -93,12 +118,42 @@ async fn create_inner(
         Err(ManagerError::ModelNotLoaded(a)) => return Err(CreateError::Model(a)),
         Err(e) => return Err(CreateError::Api(e.into())),
     };
+    let mut attachment_ids = Vec::new();
+    for (name, declared, bytes) in files {
+        match attachments::store(
+            state,
+            &ws.core.ws_id,
+            &id.user_id,
+            name.as_deref(),
+            declared.as_deref(),
+            bytes,
+        )
+        .await
+        {
+            Ok(a) => attachment_ids.push(a.attachment_id),
+            Err(e) => {
+                // Nothing half-made stays behind.
+                node.mgr.unload(&ws.core.ws_id, "create failed").await;
+                let _ = state.db.delete_workstream(&ws.core.ws_id).await;
+                return Err(e.into());
+            }
+        }
+    }
     let mut initial_status = Value::Null;
     if let Some(text) = initial {
         match ws.core.claim_or_queue(&ws.queue, &text) {
             SendOutcome::Start => {
-                ws.core.emit_user_turn(&text, None);
-                if ws.submit(Job::Send(text)).await.is_err() {
+                let c = match attachments::consume(state, &ws.core.ws_id, &text, &attachment_ids)
+                    .await
+                {
+                    Ok(c) => c,
+                    Err(e) => {
+                        ws.core.release();
+                        return Err(e.into());
+                    }
+                };
+                ws.core.emit_user_turn(&text, None, &c.infos);
+                if ws.submit(Job::Send(c.text, c.images)).await.is_err() {
                     ws.core.release();
                     initial_status = "refused_closed".into();
                 }
@@ -112,7 +167,7 @@ async fn create_inner(
         "name": ws.core.name(),
         "resumed": resumed,
         "message_count": copied,
-        "attachment_ids": [],
+        "attachment_ids": attachment_ids,
         "initial_message_status": initial_status,
     }))
     .into_response())
@@ -134,7 +189,8 @@ fn summary(w: &crate::workstream::Workstream) -> Value {
     })
 }
 
-pub(super) async fn list(
+#[utoipa::path(get, path = "/v1/api/workstreams", tag = "workstreams", summary = "Loaded workstreams of the caller", responses((status = 200, description = "Success", body = Object), (status = 400, description = "Bad request", body = crate::routes::ErrorBody), (status = 401, description = "Unauthorized", body = crate::routes::ErrorBody), (status = 403, description = "Scope or permission missing", body = crate::routes::ErrorBody), (status = 404, description = "Not found", body = crate::routes::ErrorBody)))]
+pub(crate) async fn list(
     State(state): State<AppState>,
     Extension(id): Extension<Identity>,
 ) -> Result<Json<Value>, ApiError> {
@@ -149,7 +205,8 @@ pub(super) async fn list(
     Ok(Json(json!({ "workstreams": list })))
 }
 
-pub(super) async fn detail(
+#[utoipa::path(get, path = "/v1/api/workstreams/{ws_id}", tag = "workstreams", summary = "One loaded workstream with pending approvals", params(("ws_id" = String, Path, description = "Workstream id (32 hex)")), responses((status = 200, description = "Success", body = Object), (status = 400, description = "Bad request", body = crate::routes::ErrorBody), (status = 401, description = "Unauthorized", body = crate::routes::ErrorBody), (status = 403, description = "Scope or permission missing", body = crate::routes::ErrorBody), (status = 404, description = "Not found", body = crate::routes::ErrorBody)))]
+pub(crate) async fn detail(
     State(state): State<AppState>,
     Extension(id): Extension<Identity>,
     Path(ws_id): Path<String>,
@@ -174,8 +231,8 @@ pub(super) async fn detail(
     Ok(Json(v))
 }
 
-#[derive(Deserialize)]
-pub(super) struct SendBody {
+#[derive(Deserialize, utoipa::ToSchema)]
+pub(crate) struct SendBody {
     message: Option<String>,
     #[serde(default)]
     attachment_ids: Vec<String>,
@@ -188,7 +245,8 @@ fn valid_client_send_id(s: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
-pub(super) async fn send(
+#[utoipa::path(post, path = "/v1/api/workstreams/{ws_id}/send", tag = "workstreams", summary = "Send a message: ok, queued (joins at the next tool-result seam) or queue_full", request_body = SendBody, params(("ws_id" = String, Path, description = "Workstream id (32 hex)")), responses((status = 200, description = "Success", body = Object), (status = 400, description = "Bad request", body = crate::routes::ErrorBody), (status = 401, description = "Unauthorized", body = crate::routes::ErrorBody), (status = 403, description = "Scope or permission missing", body = crate::routes::ErrorBody), (status = 404, description = "Not found", body = crate::routes::ErrorBody)))]
+pub(crate) async fn send(
     State(state): State<AppState>,
     Extension(id): Extension<Identity>,
     Path(ws_id): Path<String>,
@@ -210,18 +268,30 @@ pub(super) async fn send(
     if w.core.is_closed() {
         return Err(not_found());
     }
-    let dropped = b.attachment_ids;
+    // Attachments ride only with a message that starts a turn; a queued
+    // message leaves them pending (reported as dropped).
+    let dropped = b.attachment_ids.clone();
     match w.core.claim_or_queue(&w.queue, &message) {
         SendOutcome::Start => {
-            w.core.emit_user_turn(&message, b.client_send_id.as_deref());
-            if let Err(e) = w.submit(Job::Send(message)).await {
+            let c = match attachments::consume(&state, &w.core.ws_id, &message, &b.attachment_ids)
+                .await
+            {
+                Ok(c) => c,
+                Err(e) => {
+                    w.core.release();
+                    return Err(e);
+                }
+            };
+            w.core
+                .emit_user_turn(&message, b.client_send_id.as_deref(), &c.infos);
+            if let Err(e) = w.submit(Job::Send(c.text, c.images)).await {
                 w.core.release();
                 return Err(ApiError(StatusCode::CONFLICT, e));
             }
             Ok(Json(json!({
                 "status": "ok",
-                "attached_ids": [],
-                "dropped_attachment_ids": dropped,
+                "attached_ids": c.attached,
+                "dropped_attachment_ids": c.dropped,
             })))
         }
         SendOutcome::Queued(pos) => {
@@ -251,12 +321,13 @@ pub(super) async fn send(
     }
 }
 
-#[derive(Deserialize)]
-pub(super) struct UnsendBody {
+#[derive(Deserialize, utoipa::ToSchema)]
+pub(crate) struct UnsendBody {
     msg_id: Option<String>,
 }
 
-pub(super) async fn unsend(
+#[utoipa::path(delete, path = "/v1/api/workstreams/{ws_id}/send", tag = "workstreams", summary = "Retract a queued message", request_body = UnsendBody, params(("ws_id" = String, Path, description = "Workstream id (32 hex)")), responses((status = 200, description = "Success", body = Object), (status = 400, description = "Bad request", body = crate::routes::ErrorBody), (status = 401, description = "Unauthorized", body = crate::routes::ErrorBody), (status = 403, description = "Scope or permission missing", body = crate::routes::ErrorBody), (status = 404, description = "Not found", body = crate::routes::ErrorBody)))]
+pub(crate) async fn unsend(
     State(state): State<AppState>,
     Extension(id): Extension<Identity>,
     Path(ws_id): Path<String>,
@@ -275,8 +346,8 @@ pub(super) async fn unsend(
     })))
 }
 
-#[derive(Deserialize)]
-pub(super) struct ApproveBody {
+#[derive(Deserialize, utoipa::ToSchema)]
+pub(crate) struct ApproveBody {
     approved: Option<bool>,
     feedback: Option<String>,
     #[serde(default)]
@@ -285,7 +356,8 @@ pub(super) struct ApproveBody {
     call_id: Option<String>,
 }
 
-pub(super) async fn approve(
+#[utoipa::path(post, path = "/v1/api/workstreams/{ws_id}/approve", tag = "workstreams", summary = "Resolve an approval cycle (by cycle_id, call_id, else the oldest)", request_body = ApproveBody, params(("ws_id" = String, Path, description = "Workstream id (32 hex)")), responses((status = 200, description = "Success", body = Object), (status = 400, description = "Bad request", body = crate::routes::ErrorBody), (status = 401, description = "Unauthorized", body = crate::routes::ErrorBody), (status = 403, description = "Scope or permission missing", body = crate::routes::ErrorBody), (status = 404, description = "Not found", body = crate::routes::ErrorBody)))]
+pub(crate) async fn approve(
     State(state): State<AppState>,
     Extension(id): Extension<Identity>,
     Path(ws_id): Path<String>,
@@ -309,13 +381,14 @@ pub(super) async fn approve(
     Ok(Json(json!({"status": "ok", "cycle_id": cycle})))
 }
 
-#[derive(Deserialize, Default)]
-pub(super) struct CancelBody {
+#[derive(Deserialize, Default, utoipa::ToSchema)]
+pub(crate) struct CancelBody {
     #[serde(default)]
     force: bool,
 }
 
-pub(super) async fn cancel(
+#[utoipa::path(post, path = "/v1/api/workstreams/{ws_id}/cancel", tag = "workstreams", summary = "Cancel the running turn", request_body = CancelBody, params(("ws_id" = String, Path, description = "Workstream id (32 hex)")), responses((status = 200, description = "Success", body = Object), (status = 400, description = "Bad request", body = crate::routes::ErrorBody), (status = 401, description = "Unauthorized", body = crate::routes::ErrorBody), (status = 403, description = "Scope or permission missing", body = crate::routes::ErrorBody), (status = 404, description = "Not found", body = crate::routes::ErrorBody)))]
+pub(crate) async fn cancel(
     State(state): State<AppState>,
     Extension(id): Extension<Identity>,
     Path(ws_id): Path<String>,
@@ -337,12 +410,13 @@ pub(super) async fn cancel(
     })))
 }
 
-#[derive(Deserialize, Default)]
-pub(super) struct CloseBody {
+#[derive(Deserialize, Default, utoipa::ToSchema)]
+pub(crate) struct CloseBody {
     reason: Option<String>,
 }
 
-pub(super) async fn close(
+#[utoipa::path(post, path = "/v1/api/workstreams/{ws_id}/close", tag = "workstreams", summary = "Unload a workstream (it stays saved)", request_body = CloseBody, params(("ws_id" = String, Path, description = "Workstream id (32 hex)")), responses((status = 200, description = "Success", body = Object), (status = 400, description = "Bad request", body = crate::routes::ErrorBody), (status = 401, description = "Unauthorized", body = crate::routes::ErrorBody), (status = 403, description = "Scope or permission missing", body = crate::routes::ErrorBody), (status = 404, description = "Not found", body = crate::routes::ErrorBody)))]
+pub(crate) async fn close(
     State(state): State<AppState>,
     Extension(id): Extension<Identity>,
     Path(ws_id): Path<String>,
@@ -360,7 +434,8 @@ pub(super) async fn close(
     Ok(Json(json!({"status": "ok"})))
 }
 
-pub(super) async fn open(
+#[utoipa::path(post, path = "/v1/api/workstreams/{ws_id}/open", tag = "workstreams", summary = "Load a saved workstream", params(("ws_id" = String, Path, description = "Workstream id (32 hex)")), responses((status = 200, description = "Success", body = Object), (status = 400, description = "Bad request", body = crate::routes::ErrorBody), (status = 401, description = "Unauthorized", body = crate::routes::ErrorBody), (status = 403, description = "Scope or permission missing", body = crate::routes::ErrorBody), (status = 404, description = "Not found", body = crate::routes::ErrorBody)))]
+pub(crate) async fn open(
     State(state): State<AppState>,
     Extension(id): Extension<Identity>,
     Path(ws_id): Path<String>,
@@ -369,7 +444,8 @@ pub(super) async fn open(
     Ok(Json(json!({"ws_id": w.core.ws_id, "name": w.core.name()})))
 }
 
-pub(super) async fn delete_ws(
+#[utoipa::path(post, path = "/v1/api/workstreams/{ws_id}/delete", tag = "workstreams", summary = "Delete a workstream and its history", params(("ws_id" = String, Path, description = "Workstream id (32 hex)")), responses((status = 200, description = "Success", body = Object), (status = 400, description = "Bad request", body = crate::routes::ErrorBody), (status = 401, description = "Unauthorized", body = crate::routes::ErrorBody), (status = 403, description = "Scope or permission missing", body = crate::routes::ErrorBody), (status = 404, description = "Not found", body = crate::routes::ErrorBody)))]
+pub(crate) async fn delete_ws(
     State(state): State<AppState>,
     Extension(id): Extension<Identity>,
     Path(ws_id): Path<String>,
@@ -388,12 +464,13 @@ pub(super) async fn delete_ws(
     Ok(Json(json!({"deleted": deleted})))
 }
 
-#[derive(Deserialize)]
-pub(super) struct TitleBody {
+#[derive(Deserialize, utoipa::ToSchema)]
+pub(crate) struct TitleBody {
     title: Option<String>,
 }
 
-pub(super) async fn title(
+#[utoipa::path(post, path = "/v1/api/workstreams/{ws_id}/title", tag = "workstreams", summary = "Set the title", request_body = TitleBody, params(("ws_id" = String, Path, description = "Workstream id (32 hex)")), responses((status = 200, description = "Success", body = Object), (status = 400, description = "Bad request", body = crate::routes::ErrorBody), (status = 401, description = "Unauthorized", body = crate::routes::ErrorBody), (status = 403, description = "Scope or permission missing", body = crate::routes::ErrorBody), (status = 404, description = "Not found", body = crate::routes::ErrorBody)))]
+pub(crate) async fn title(
     State(state): State<AppState>,
     Extension(id): Extension<Identity>,
     Path(ws_id): Path<String>,
@@ -411,12 +488,13 @@ pub(super) async fn title(
     Ok(Json(json!({"status": "ok", "title": title})))
 }
 
-#[derive(Deserialize)]
-pub(super) struct RewindBody {
+#[derive(Deserialize, utoipa::ToSchema)]
+pub(crate) struct RewindBody {
     turns: Option<i64>,
 }
 
-pub(super) async fn rewind(
+#[utoipa::path(post, path = "/v1/api/workstreams/{ws_id}/rewind", tag = "workstreams", summary = "Drop the last N user turns and what followed", request_body = RewindBody, params(("ws_id" = String, Path, description = "Workstream id (32 hex)")), responses((status = 200, description = "Success", body = Object), (status = 400, description = "Bad request", body = crate::routes::ErrorBody), (status = 401, description = "Unauthorized", body = crate::routes::ErrorBody), (status = 403, description = "Scope or permission missing", body = crate::routes::ErrorBody), (status = 404, description = "Not found", body = crate::routes::ErrorBody)))]
+pub(crate) async fn rewind(
     State(state): State<AppState>,
     Extension(id): Extension<Identity>,
     Path(ws_id): Path<String>,
@@ -446,7 +524,8 @@ pub(super) async fn rewind(
     }
 }
 
-pub(super) async fn retry(
+#[utoipa::path(post, path = "/v1/api/workstreams/{ws_id}/retry", tag = "workstreams", summary = "Ask the model again for the last user message", params(("ws_id" = String, Path, description = "Workstream id (32 hex)")), responses((status = 200, description = "Success", body = Object), (status = 400, description = "Bad request", body = crate::routes::ErrorBody), (status = 401, description = "Unauthorized", body = crate::routes::ErrorBody), (status = 403, description = "Scope or permission missing", body = crate::routes::ErrorBody), (status = 404, description = "Not found", body = crate::routes::ErrorBody)))]
+pub(crate) async fn retry(
     State(state): State<AppState>,
     Extension(id): Extension<Identity>,
     Path(ws_id): Path<String>,
@@ -473,14 +552,15 @@ pub(super) async fn retry(
     }
 }
 
-#[derive(Deserialize)]
-pub(super) struct CommandBody {
+#[derive(Deserialize, utoipa::ToSchema)]
+pub(crate) struct CommandBody {
     ws_id: Option<String>,
     command: Option<String>,
 }
 
 /// `POST /api/command`: `/clear`, `/compact`, `/name <title>`.
-pub(super) async fn command(
+#[utoipa::path(post, path = "/v1/api/command", tag = "workstreams", summary = "Run /clear, /compact or /name <title>", request_body = CommandBody, responses((status = 200, description = "Success", body = Object), (status = 400, description = "Bad request", body = crate::routes::ErrorBody), (status = 401, description = "Unauthorized", body = crate::routes::ErrorBody), (status = 403, description = "Scope or permission missing", body = crate::routes::ErrorBody), (status = 404, description = "Not found", body = crate::routes::ErrorBody)))]
+pub(crate) async fn command(
     State(state): State<AppState>,
     Extension(id): Extension<Identity>,
     body: axum::body::Bytes,
@@ -535,12 +615,4 @@ pub(super) async fn command(
         Ok(()) => Ok(Json(json!({"status": "ok"})).into_response()),
         Err(e) => Err(ApiError(StatusCode::CONFLICT, e)),
     }
-}
-
-/// Attachments need the blob store, which is not built yet: say so plainly.
-pub(super) async fn no_attachments() -> ApiError {
-    ApiError(
-        StatusCode::NOT_IMPLEMENTED,
-        "attachments are not supported by this server yet".into(),
-    )
 }
