@@ -109,6 +109,19 @@ async fn main() {
     );
     drop(srv);
 
+    // RSS with 160 loaded workstreams that have not run a turn yet.
+    let srv = Server::start(vec![], "", args).await;
+    let tok = srv.setup_admin().await;
+    for _ in 0..160 {
+        srv.create(&tok, json!({})).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    println!(
+        "RSS with 160 loaded workstreams (fresh): {:.1} MB",
+        status_kb(srv.pid(), "VmRSS:")
+    );
+    drop(srv);
+
     for n in [100usize, 200] {
         let srv = Server::start(vec![], "", args).await;
         let tok = srv.setup_admin().await;
@@ -117,12 +130,40 @@ async fn main() {
             ids.push(srv.create(&tok, json!({})).await);
             srv.llm.push(sse(reply_500()));
         }
+        // Streams open first; the clock starts at the first send.
+        let mut streams = Vec::new();
+        for ws in &ids {
+            let mut ev = srv
+                .events(&format!("/v1/api/workstreams/{ws}/events"), &tok, None)
+                .await;
+            for _ in 0..3 {
+                ev.next(10).await;
+            }
+            streams.push(ev);
+        }
         let t = Instant::now();
-        let results = join_all(ids.iter().map(|ws| one_turn(&srv, &tok, ws))).await;
+        let results = join_all(ids.iter().zip(streams.iter_mut()).map(|(ws, ev)| {
+            let (srv, tok) = (&srv, &tok);
+            async move {
+                let sent = Instant::now();
+                srv.call(
+                    "POST",
+                    &format!("/v1/api/workstreams/{ws}/send"),
+                    Some(tok),
+                    Some(json!({"message": "go"})),
+                )
+                .await;
+                ev.until(60, |f| f.kind() == "content").await;
+                let ttfc = sent.elapsed().as_secs_f64() * 1000.0;
+                ev.turn_end().await;
+                (ttfc, 0.0)
+            }
+        }))
+        .await;
         let wall = t.elapsed().as_secs_f64() * 1000.0;
         let mut ttfc: Vec<f64> = results.iter().map(|r| r.0).collect();
         println!(
-            "{n} concurrent workstreams × 500-token reply: wall {:.0} ms (incl. opening {n} SSE streams), \
+            "{n} concurrent workstreams × 500-token reply: wall {:.0} ms (first send → last ws_state; streams opened before), \
              first content p50 {:.1} ms p99 {:.1} ms, peak RSS {:.1} MB",
             wall,
             pct(&mut ttfc, 0.5),
