@@ -611,3 +611,101 @@ async fn openapi_describes_the_routes_and_docs_render_it() {
     );
     assert!(r.text().await.unwrap().contains("/static/docs.js"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn service_scope_sees_every_workstream_aggregates_and_health_changes() {
+    let srv = Server::start(
+        vec![
+            turnstone_scripted_llm::Step::Status {
+                status: 401,
+                headers: vec![],
+                body: r#"{"error": {"message": "bad key", "type": "invalid_request_error"}}"#
+                    .into(),
+            },
+            sse(openai::text(&["recovered"])),
+        ],
+        "",
+        &[],
+    )
+    .await;
+    let admin = srv.setup_admin().await;
+    let olivia = srv.user("olivia", "operator").await;
+    let out = Command::new(env!("CARGO_BIN_EXE_turnstone"))
+        .arg("--db")
+        .arg(srv.dir.path().join("t.db"))
+        .args([
+            "admin",
+            "create-token",
+            "--user",
+            "admin",
+            "--scopes",
+            "service",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let service = String::from_utf8(out.stdout)
+        .unwrap()
+        .split_whitespace()
+        .find(|w| w.starts_with("ts_"))
+        .unwrap()
+        .to_string();
+    let mut all = srv.events("/v1/api/events/global", &service, None).await;
+    assert_eq!(all.next(10).await.kind(), "node_snapshot");
+    let mine = srv.create(&admin, json!({})).await;
+    let hers = srv.create(&olivia, json!({})).await;
+    all.until(10, |f| {
+        f.kind() == "ws_created" && f.data["ws_id"] == mine.as_str()
+    })
+    .await;
+    all.until(10, |f| {
+        f.kind() == "ws_created" && f.data["ws_id"] == hers.as_str()
+    })
+    .await;
+    // A failed model call degrades health; the next success restores it.
+    srv.call(
+        "POST",
+        &format!("/v1/api/workstreams/{hers}/send"),
+        Some(&olivia),
+        Some(json!({"message": "a"})),
+    )
+    .await;
+    let down = all.until(30, |f| f.kind() == "health_changed").await;
+    assert_eq!(
+        (
+            down.data["status"].as_str(),
+            down.data["backend_status"].as_str()
+        ),
+        (Some("degraded"), Some("down"))
+    );
+    let (_, h) = srv.call("GET", "/health", None, None).await;
+    assert_eq!(h["status"], "degraded");
+    assert!(
+        all.seen
+            .iter()
+            .any(|f| f.kind() == "ws_state" && f.data["state"] == "error"),
+        "{:?}",
+        all.kinds()
+    );
+    srv.call(
+        "POST",
+        &format!("/v1/api/workstreams/{hers}/send"),
+        Some(&olivia),
+        Some(json!({"message": "b"})),
+    )
+    .await;
+    let up = all.until(30, |f| f.kind() == "health_changed").await;
+    assert_eq!(up.data["status"], "ok");
+    let agg = all
+        .until(10, |f| {
+            f.kind() == "aggregate" && f.data["total_tokens"].as_u64() > Some(0)
+        })
+        .await;
+    assert_eq!(agg.data["total_count"], 2);
+    let (_, h) = srv.call("GET", "/health", None, None).await;
+    assert_eq!(h["status"], "ok");
+}

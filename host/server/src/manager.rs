@@ -436,6 +436,30 @@ impl Manager {
         n
     }
 
+    /// Publishes `aggregate` on the global stream (service subscribers) once a
+    /// second when the node's totals changed, until `stop`.
+    pub async fn publish_aggregate(self: Arc<Self>, stop: tokio_util::sync::CancellationToken) {
+        let mut last = None;
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = tokio::time::sleep(Duration::from_secs(1)) => {}
+            }
+            let (tokens, tools) = self.metrics.totals();
+            let all = self.all();
+            let active = all.iter().filter(|w| w.core.is_busy()).count();
+            let now = (tokens, tools, active, all.len());
+            if last != Some(now) {
+                last = Some(now);
+                self.global.publish(
+                    None,
+                    &json!({"type": "aggregate", "total_tokens": tokens, "total_tool_calls": tools,
+                            "active_count": active, "total_count": all.len()}),
+                );
+            }
+        }
+    }
+
     /// Runs the idle reaper until `stop` (every timeout/4, at most 5 min).
     pub async fn reap_idle(self: Arc<Self>, stop: tokio_util::sync::CancellationToken) {
         let Some(timeout) = self.limits.idle_timeout else {

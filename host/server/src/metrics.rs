@@ -20,6 +20,8 @@ pub struct Metrics {
     ratelimited: AtomicU64,
     /// Open SSE connections.
     pub sse_connections: AtomicI64,
+    /// The model backend failed the latest turn that reached it.
+    backend_down: std::sync::atomic::AtomicBool,
     /// (method, route, status) → (count, seconds).
     http: Mutex<HttpSeries>,
 }
@@ -55,6 +57,17 @@ impl Metrics {
         if failed {
             self.failed_turns.fetch_add(1, Relaxed);
         }
+    }
+
+    /// Records whether the latest model call succeeded; true when that
+    /// changes the backend's health.
+    pub fn set_backend_up(&self, up: bool) -> bool {
+        self.backend_down.swap(!up, Relaxed) == up
+    }
+
+    /// Whether the model backend is considered up.
+    pub fn backend_up(&self) -> bool {
+        !self.backend_down.load(Relaxed)
     }
 
     /// Counts an eviction.

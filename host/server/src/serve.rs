@@ -22,6 +22,7 @@ pub async fn serve(
         .unwrap_or_default();
     if let Some(n) = &node {
         tokio::spawn(n.mgr.clone().reap_idle(stop.clone()));
+        tokio::spawn(n.mgr.clone().publish_aggregate(stop.clone()));
     }
     // Small SSE frames and JSON answers must not wait for Nagle + delayed ACK
     // (a flat ~40 ms per exchange on loopback).

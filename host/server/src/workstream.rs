@@ -611,6 +611,26 @@ impl Core {
         self.emit("ws_state", fields.clone());
         self.emit_global("ws_state", fields);
         self.metrics.turn_finished(state == "error");
+        // Backend health follows the latest model call: a provider failure
+        // marks it down, the next completed turn up again.
+        let up = match r {
+            Ok(()) => Some(true),
+            Err(SessionError::Provider(_) | SessionError::Plugin(_)) => Some(false),
+            Err(_) => None,
+        };
+        if let Some(up) = up
+            && self.metrics.set_backend_up(up)
+        {
+            let backend = if up { "up" } else { "down" };
+            self.global.publish(
+                None,
+                &json!({
+                    "type": "health_changed", "backend_status": backend,
+                    "status": if up { "ok" } else { "degraded" },
+                    "backend": {"status": backend}, "default_model": self.model.0,
+                }),
+            );
+        }
         self.touch();
     }
 }

@@ -36,12 +36,13 @@ fn counts(state: &AppState) -> BTreeMap<&'static str, usize> {
 
 /// The `/health` body.
 pub fn health_fields(state: &AppState) -> Value {
+    let up = state.node.as_ref().is_none_or(|n| n.metrics.backend_up());
     let mut v = json!({
-        "status": "ok",
+        "status": if up { "ok" } else { "degraded" },
         "version": env!("CARGO_PKG_VERSION"),
         "node_id": state.node_id,
         "uptime_seconds": state.started.elapsed().as_secs_f64(),
-        "backend": {"status": "up"},
+        "backend": {"status": if up { "up" } else { "down" }},
         "mcp": null,
     });
     if let Some(n) = &state.node {
