@@ -50,11 +50,12 @@ impl EventHub {
     pub fn new(cap: usize, seed: u64) -> Self {
         // The live channel only has to absorb bursts between a subscriber's
         // polls; a subscriber that falls further behind resyncs from the ring.
-        let (tx, _) = broadcast::channel(1024);
+        let (tx, _) = broadcast::channel(256);
         Self {
             inner: Mutex::new(Inner {
                 next_id: seed + 1,
-                ring: VecDeque::with_capacity(cap.min(4096)),
+                // Grows with use: most workstreams never fill their ring.
+                ring: VecDeque::new(),
                 cap: cap.max(1),
             }),
             tx,
