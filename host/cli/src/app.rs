@@ -288,6 +288,21 @@ impl App {
         Ok(if resume { s.resume().await? } else { s })
     }
 
+    /// `name: reason` of every plugin that failed to load (for banners).
+    pub fn failed_plugins(&self) -> Vec<String> {
+        self.loaded
+            .registry
+            .entries()
+            .iter()
+            .filter_map(|e| match &e.status {
+                turnstone_runtime::registry::PluginStatus::Failed(err) => {
+                    Some(format!("{}: {err}", e.name()))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
     /// One line describing the model in use.
     pub fn model_line(&self) -> String {
         let reg = self.models.snapshot();

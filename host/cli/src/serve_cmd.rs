@@ -144,19 +144,7 @@ pub async fn run(
     for line in &app.housekeeping {
         eprintln!("{line}");
     }
-    let failed: Vec<_> = app
-        .loaded
-        .registry
-        .entries()
-        .iter()
-        .filter_map(|e| match &e.status {
-            turnstone_runtime::registry::PluginStatus::Failed(err) => {
-                Some(format!("{}: {err}", e.name()))
-            }
-            _ => None,
-        })
-        .collect();
-    for f in &failed {
+    for f in app.failed_plugins() {
         eprintln!("plugin failed to load: {f}");
     }
     eprintln!(

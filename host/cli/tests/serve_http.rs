@@ -4,7 +4,7 @@
 mod support;
 
 use serde_json::json;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 use support::{Server, sse};
 use turnstone_scripted_llm::openai;
@@ -37,31 +37,7 @@ async fn setup_once_login_and_api_tokens() {
         .await;
     assert_eq!(s, 401);
     // An API token made offline logs in and works as a bearer.
-    let out = Command::new(env!("CARGO_BIN_EXE_turnstone"))
-        .arg("--db")
-        .arg(srv.dir.path().join("t.db"))
-        .args([
-            "admin",
-            "create-token",
-            "--user",
-            "admin",
-            "--scopes",
-            "read,write",
-        ])
-        .stderr(Stdio::piped())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8(out.stdout).unwrap();
-    let token = stdout
-        .split_whitespace()
-        .find(|w| w.starts_with("ts_"))
-        .unwrap()
-        .to_string();
+    let token = srv.token("admin", "read,write");
     let (s, v) = srv
         .call(
             "POST",
@@ -630,30 +606,7 @@ async fn service_scope_sees_every_workstream_aggregates_and_health_changes() {
     .await;
     let admin = srv.setup_admin().await;
     let olivia = srv.user("olivia", "operator").await;
-    let out = Command::new(env!("CARGO_BIN_EXE_turnstone"))
-        .arg("--db")
-        .arg(srv.dir.path().join("t.db"))
-        .args([
-            "admin",
-            "create-token",
-            "--user",
-            "admin",
-            "--scopes",
-            "service",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let service = String::from_utf8(out.stdout)
-        .unwrap()
-        .split_whitespace()
-        .find(|w| w.starts_with("ts_"))
-        .unwrap()
-        .to_string();
+    let service = srv.token("admin", "service");
     let mut all = srv.events("/v1/api/events/global", &service, None).await;
     assert_eq!(all.next(10).await.kind(), "node_snapshot");
     let mine = srv.create(&admin, json!({})).await;

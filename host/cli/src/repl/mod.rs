@@ -136,19 +136,7 @@ impl Repl {
             ),
         ];
         lines.extend(app.housekeeping.iter().map(|h| format!("· {h}")));
-        let failed: Vec<String> = app
-            .loaded
-            .registry
-            .entries()
-            .iter()
-            .filter_map(|e| match &e.status {
-                turnstone_runtime::registry::PluginStatus::Failed(err) => {
-                    Some(format!("{}: {err}", e.name()))
-                }
-                _ => None,
-            })
-            .collect();
-        for f in failed {
+        for f in app.failed_plugins() {
             lines.push(format!("· plugin failed to load — {f}"));
         }
         if self.console.interactive() {

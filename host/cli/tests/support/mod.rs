@@ -266,6 +266,27 @@ impl Server {
         v["jwt"].as_str().unwrap().to_string()
     }
 
+    /// Issues an API token offline (`turnstone admin create-token`); returns it.
+    pub fn token(&self, user: &str, scopes: &str) -> String {
+        let out = Command::new(env!("CARGO_BIN_EXE_turnstone"))
+            .arg("--db")
+            .arg(self.dir.path().join("t.db"))
+            .args(["admin", "create-token", "--user", user, "--scopes", scopes])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .split_whitespace()
+            .find(|w| w.starts_with("ts_"))
+            .unwrap()
+            .to_string()
+    }
+
     /// Creates a workstream; returns its id.
     pub async fn create(&self, token: &str, body: Value) -> String {
         let (s, v) = self
