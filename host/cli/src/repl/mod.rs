@@ -114,6 +114,13 @@ pub async fn run(app: App, resume: Option<String>, started: std::time::Instant) 
         }
     }
     repl.shutdown(&mut rx).await;
+    // A turn's `Finished` is sent before its slot goes idle, so it is in the
+    // channel even when the loop stopped at the idle slot without reading it.
+    while let Ok(ev) = rx.try_recv() {
+        if let UiEvent::Finished { failed } = ev {
+            repl.failures += usize::from(failed);
+        }
+    }
     console.teardown();
     Ok(interactive || repl.failures == 0)
 }

@@ -190,6 +190,10 @@ async fn worker(
             Err(_) if engine_reports => {}
             Err(e) => ui.on_error(&e.to_string()),
         }
+        // Counted before the slot goes idle: piped mode stops at end of input
+        // as soon as no slot is busy, and must not miss this failure.
+        let failed = !matches!(result, Ok(()) | Err(SessionError::Cancelled));
+        let _ = events.send(UiEvent::Finished { failed });
         // Idle before the status line shows, so what follows it sees an idle slot.
         if rx.is_empty() {
             busy.store(false, Ordering::SeqCst);
@@ -197,7 +201,5 @@ async fn worker(
         if let Some(status) = ui.take_status_line() {
             ui.emit(vec![status]);
         }
-        let failed = !matches!(result, Ok(()) | Err(SessionError::Cancelled));
-        let _ = events.send(UiEvent::Finished { failed });
     }
 }
