@@ -172,6 +172,8 @@ pub trait OpsStore: Send + Sync {
     async fn set_plugin_grants(&self, name: &str, granted: Option<&str>) -> Result<bool>;
     /// Records load state and last error.
     async fn set_plugin_state(&self, name: &str, state: &str, error: Option<&str>) -> Result<bool>;
+    /// Asks every node to reload the plugin (bumps `reload_seq`).
+    async fn request_plugin_reload(&self, name: &str) -> Result<bool>;
     /// Forgets a plugin.
     async fn delete_plugin(&self, name: &str) -> Result<bool>;
     /// Appends an audit entry; returns its id.

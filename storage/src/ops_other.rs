@@ -21,7 +21,7 @@ macro_rules! token_cols {
 
 macro_rules! plugin_cols {
     () => {
-        "name, version, kind, enabled, granted, config, state, last_error, updated"
+        "name, version, kind, enabled, granted, config, state, last_error, updated, reload_seq"
     };
 }
 
@@ -146,6 +146,7 @@ macro_rules! impl_other {
                     state: r.try_get("state")?,
                     last_error: r.try_get("last_error")?,
                     updated: r.try_get("updated")?,
+                    reload_seq: r.try_get("reload_seq")?,
                 })
             }
 
@@ -542,6 +543,16 @@ macro_rules! impl_other {
                     .bind(name)
                     .bind(state)
                     .bind(error)
+                    .bind($crate::util::now())
+                    .execute(&self.pool)
+                    .await?
+                    .rows_affected();
+                Ok(n == 1)
+            }
+
+            async fn request_plugin_reload(&self, name: &str) -> $crate::error::Result<bool> {
+                let n = sqlx::query("UPDATE plugins SET reload_seq = reload_seq + 1, updated = $2 WHERE name = $1")
+                    .bind(name)
                     .bind($crate::util::now())
                     .execute(&self.pool)
                     .await?

@@ -490,6 +490,8 @@ pub struct PluginRecord {
     pub last_error: Option<String>,
     /// Last change.
     pub updated: String,
+    /// Bumped to ask every node to reload the plugin from disk.
+    pub reload_seq: i64,
 }
 
 /// An audit log entry.

@@ -318,8 +318,20 @@ async fn plugin_state_crud(h: Harness) {
         state: "loaded".into(),
         last_error: None,
         updated: String::new(),
+        reload_seq: 0,
     };
     db.upsert_plugin(&rec).await.unwrap();
+    assert!(db.request_plugin_reload("word_count").await.unwrap());
+    assert!(db.request_plugin_reload("word_count").await.unwrap());
+    assert!(!db.request_plugin_reload("nope").await.unwrap());
+    assert_eq!(
+        db.get_plugin("word_count")
+            .await
+            .unwrap()
+            .unwrap()
+            .reload_seq,
+        2
+    );
     assert!(db.set_plugin_enabled("word_count", false).await.unwrap());
     assert!(
         db.set_plugin_grants("word_count", Some(r#"{"http":["api.example.com"]}"#))

@@ -4,15 +4,15 @@
 
 use crate::config::{self, HostConfig};
 use anyhow::{Context, Result};
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 use turnstone_engine::models::{CliModel, LiveModels, ModelRegistry};
 use turnstone_engine::session::{ChatSession, SessionConfig};
 use turnstone_engine::ui::SessionUi;
+use turnstone_runtime::reconcile::{Desired, Shared};
 use turnstone_runtime::registry::{LoadOptions, default_builtin_dir};
-use turnstone_runtime::{PluginRegistry, Runtime, RuntimeOptions};
+use turnstone_runtime::{LivePlugins, PluginRegistry, Runtime, RuntimeOptions};
 use turnstone_storage::Storage;
 use turnstone_storage::prelude::*;
 
@@ -52,19 +52,32 @@ pub struct SessionFlags {
 pub struct Loaded {
     /// The parsed config file (defaults when there is none).
     pub config: HostConfig,
-    /// Tool and provider components.
-    pub registry: Arc<PluginRegistry>,
+    /// Tool and provider components, swapped atomically on reload.
+    pub live: Arc<LivePlugins>,
     /// The workspace tools work in.
     pub workspace: PathBuf,
-    /// Keeps the engine (and its compiled-code cache) alive.
-    pub _runtime: Runtime,
+    /// The engine (and its compiled-code cache), shared with the reconciler.
+    pub runtime: Arc<Runtime>,
+    /// What the plugins were loaded with (the reconciler reloads with it).
+    pub options: LoadOptions,
+    /// Counters and key-value namespaces kept across plugin versions.
+    pub shared: Arc<Shared>,
 }
 
-/// Loads config and plugins. `extra_grants` are merged into operator grants
-/// (the model registry's provider hosts).
+impl Loaded {
+    /// The plugin registry in force now.
+    pub fn registry(&self) -> Arc<PluginRegistry> {
+        self.live.snapshot()
+    }
+}
+
+/// Loads config and plugins, with the operator's stored plugin state
+/// (`desired`) over `config.toml`. The model registry's provider hosts are
+/// merged into operator grants.
 pub async fn load_plugins(
     flags: &PluginFlags,
     models: Option<&CliModel>,
+    desired: &Desired,
 ) -> Result<(Loaded, Option<ModelRegistry>)> {
     let (mut cfg, cfg_path) = config::load(flags.config.as_deref())?;
     if let Some(p) = &cfg_path {
@@ -132,13 +145,24 @@ pub async fn load_plugins(
         },
         ..Default::default()
     };
-    let reg = PluginRegistry::load_all(&runtime, &opts).await;
+    let shared = Arc::new(Shared::default());
+    let (reg, _) = turnstone_runtime::reconcile::build(
+        &runtime,
+        &opts,
+        desired,
+        None,
+        &turnstone_runtime::reconcile::Reload::None,
+        &shared,
+    )
+    .await;
     Ok((
         Loaded {
             config: cfg,
-            registry: Arc::new(reg),
+            live: LivePlugins::new(reg),
             workspace,
-            _runtime: runtime,
+            runtime: Arc::new(runtime),
+            options: opts,
+            shared,
         },
         registry,
     ))
@@ -204,6 +228,23 @@ pub async fn open_storage(
         .with_context(|| format!("cannot open the database ({:?})", db.backend))
 }
 
+/// The server's database if it exists (PostgreSQL, `--db`, or an existing
+/// `./.turnstone.db`); read-only commands never create one.
+pub async fn open_existing_storage(
+    cfg: &HostConfig,
+    db_flag: Option<&Path>,
+) -> Result<Option<Storage>> {
+    let db = cfg.database.clone().with_env()?;
+    let exists =
+        db_flag.is_some() || db.backend != BackendKind::Sqlite || db.sqlite_path().is_file();
+    if !exists {
+        return Ok(None);
+    }
+    open_storage(cfg, db_flag, DbDefault::WorkingDir)
+        .await
+        .map(Some)
+}
+
 impl App {
     /// Loads everything and runs start-up housekeeping.
     pub async fn start(
@@ -211,18 +252,15 @@ impl App {
         flags: SessionFlags,
         db_default: DbDefault,
     ) -> Result<Self> {
-        let (loaded, registry) = load_plugins(plugins, Some(&flags.model)).await?;
+        // Storage first: the operator's plugin state decides what loads.
+        let (cfg, _) = config::load(plugins.config.as_deref())?;
+        let storage = open_storage(&cfg, flags.db.as_deref(), db_default).await?;
+        let desired = turnstone_server::plugins::desired_state(&storage).await?;
+        let (loaded, registry) = load_plugins(plugins, Some(&flags.model), &desired).await?;
         let registry = registry.context("no model registry")?;
-        let mut providers = BTreeMap::new();
-        for name in ["openai", "anthropic"] {
-            if let Some(p) = loaded.registry.plugin(name) {
-                providers.insert(name.to_string(), p.clone());
-            }
-        }
-        let models = LiveModels::new(registry, providers);
+        let models = LiveModels::over_live_plugins(registry, loaded.live.clone());
         // Fail now, with the reason, rather than at the first message.
         models.bindings(None)?;
-        let storage = open_storage(&loaded.config, flags.db.as_deref(), db_default).await?;
         let mut housekeeping = Vec::new();
         let retention =
             (flags.retention_days > 0).then(|| Duration::from_secs(flags.retention_days * 86_400));
@@ -281,7 +319,7 @@ impl App {
             tool_truncation: self.flags.tool_truncation,
             ..SessionConfig::new(ws_id, self.loaded.workspace.clone())
         };
-        let s = ChatSession::new(binding, self.loaded.registry.clone(), ui, cfg)
+        let s = ChatSession::new(binding, self.loaded.live.clone(), ui, cfg)
             .with_fallbacks(fallbacks)
             .with_live_models(self.models.clone(), None)
             .with_storage(self.storage.clone(), ws_id);
@@ -291,7 +329,7 @@ impl App {
     /// `name: reason` of every plugin that failed to load (for banners).
     pub fn failed_plugins(&self) -> Vec<String> {
         self.loaded
-            .registry
+            .registry()
             .entries()
             .iter()
             .filter_map(|e| match &e.status {

@@ -4,6 +4,7 @@ mod admin;
 mod app;
 mod config;
 mod markdown;
+mod plugins_admin;
 mod plugins_cmd;
 mod repl;
 mod serve_cmd;
@@ -76,7 +77,8 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Inspect plugins.
+    /// Inspect and administer plugins (state changes go to the server's
+    /// database: --db, else [database] / TURNSTONE_DB_*, else ./.turnstone.db).
     Plugins {
         #[command(subcommand)]
         action: PluginsAction,
@@ -116,6 +118,8 @@ enum PluginsAction {
         /// Plugin name.
         name: String,
     },
+    #[command(flatten)]
+    Admin(plugins_admin::AdminAction),
 }
 
 impl Cli {
@@ -161,22 +165,38 @@ async fn main() -> Result<()> {
     let cli = Cli::parse();
     let started = Instant::now();
     match &cli.command {
+        Some(Command::Plugins {
+            action: PluginsAction::Admin(action),
+        }) => {
+            let (cfg, _) = config::load(cli.config.as_deref())?;
+            let db = app::open_storage(&cfg, cli.db.as_deref(), app::DbDefault::WorkingDir).await?;
+            let mut out = std::io::stdout().lock();
+            plugins_admin::run(&cli.plugin_flags(), &db, action, &mut out).await?;
+        }
         Some(Command::Plugins { action }) => {
-            let (loaded, _) = app::load_plugins(&cli.plugin_flags(), None).await?;
+            // The operator's stored state, when the server's database exists.
+            let (cfg, _) = config::load(cli.config.as_deref())?;
+            let desired = match app::open_existing_storage(&cfg, cli.db.as_deref()).await? {
+                Some(db) => turnstone_server::plugins::desired_state(&db).await?,
+                None => Default::default(),
+            };
+            let (loaded, _) = app::load_plugins(&cli.plugin_flags(), None, &desired).await?;
             let mut out = std::io::stdout().lock();
             match action {
                 PluginsAction::List { json } => {
-                    plugins_cmd::list(&loaded.registry, *json, &mut out)?
+                    plugins_cmd::list(&loaded.registry(), *json, &mut out)?
                 }
                 PluginsAction::Info { name } => {
-                    plugins_cmd::info(&loaded.registry, name, &mut out)?
+                    plugins_cmd::info(&loaded.registry(), name, &mut out)?
                 }
+                PluginsAction::Admin(_) => {}
             }
         }
         Some(Command::Tool { name, args }) => {
-            let (loaded, _) = app::load_plugins(&cli.plugin_flags(), None).await?;
+            let (loaded, _) =
+                app::load_plugins(&cli.plugin_flags(), None, &Default::default()).await?;
             let failed =
-                plugins_cmd::call_tool(&loaded.registry, name, args, &loaded.workspace).await?;
+                plugins_cmd::call_tool(&loaded.registry(), name, args, &loaded.workspace).await?;
             if failed {
                 std::process::exit(1);
             }

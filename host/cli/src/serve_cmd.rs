@@ -8,6 +8,7 @@ use turnstone_server::auth::JwtKeys;
 use turnstone_server::http::AppState;
 use turnstone_server::manager::{Deps, Limits, Manager};
 use turnstone_server::metrics::Metrics;
+use turnstone_server::plugins::{AdminOptions, PluginAdmin};
 use turnstone_server::ratelimit::RateLimiter;
 use turnstone_server::routes::Node;
 
@@ -112,10 +113,24 @@ pub async fn run(
     let grace = Duration::from_secs(server.shutdown_grace);
     let node_id = node_id();
     let metrics = Arc::new(Metrics::default());
+    let desired = turnstone_server::plugins::desired_state(&app.storage).await?;
+    let plugins = PluginAdmin::start(
+        app.loaded.runtime.clone(),
+        app.loaded.options.clone(),
+        app.loaded.live.clone(),
+        app.loaded.shared.clone(),
+        app.storage.clone(),
+        desired,
+        AdminOptions {
+            watch: app.loaded.config.plugins.watch.unwrap_or(true),
+            ..Default::default()
+        },
+    )
+    .await;
     let mgr = Manager::new(
         Deps {
             db: app.storage.clone(),
-            registry: app.loaded.registry.clone(),
+            registry: app.loaded.live.clone(),
             models: app.models.clone(),
             workspace: app.loaded.workspace.clone(),
             skip_permissions: app.flags.skip_permissions,
@@ -134,6 +149,7 @@ pub async fn run(
             mgr,
             metrics,
             shutdown: Default::default(),
+            plugins: Some(plugins),
         })),
         limiter: limiter.map(Arc::new),
     };

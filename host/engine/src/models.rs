@@ -137,7 +137,24 @@ pub enum ModelError {
 /// finishes on the binding it started with.
 pub struct LiveModels {
     current: std::sync::RwLock<Arc<ModelRegistry>>,
-    providers: BTreeMap<String, Arc<turnstone_runtime::LoadedPlugin>>,
+    providers: Providers,
+}
+
+/// Where provider components come from.
+enum Providers {
+    /// A fixed set.
+    Fixed(BTreeMap<String, Arc<turnstone_runtime::LoadedPlugin>>),
+    /// The live plugin set: a reloaded provider serves from the next turn on.
+    Live(Arc<turnstone_runtime::LivePlugins>),
+}
+
+impl Providers {
+    fn get(&self, component: &str) -> Option<Arc<turnstone_runtime::LoadedPlugin>> {
+        match self {
+            Providers::Fixed(m) => m.get(component).cloned(),
+            Providers::Live(live) => live.snapshot().plugin(component).cloned(),
+        }
+    }
 }
 
 impl LiveModels {
@@ -148,7 +165,18 @@ impl LiveModels {
     ) -> Arc<Self> {
         Arc::new(Self {
             current: std::sync::RwLock::new(Arc::new(registry)),
-            providers,
+            providers: Providers::Fixed(providers),
+        })
+    }
+
+    /// A live registry whose provider components come from a live plugin set.
+    pub fn over_live_plugins(
+        registry: ModelRegistry,
+        plugins: Arc<turnstone_runtime::LivePlugins>,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            current: std::sync::RwLock::new(Arc::new(registry)),
+            providers: Providers::Live(plugins),
         })
     }
 
@@ -189,7 +217,7 @@ impl LiveModels {
                         alias: name.to_string(),
                         component: a.component().to_string(),
                     })?;
-            Ok(crate::session::ModelBinding::from_alias(a, plugin.clone()))
+            Ok(crate::session::ModelBinding::from_alias(a, plugin))
         };
         let primary_name = alias.unwrap_or(&reg.default).to_string();
         let primary = bind(&primary_name)?;

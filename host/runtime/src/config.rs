@@ -5,6 +5,8 @@
 //! dirs = ["~/.turnstone/plugins"]   # third-party plugin directories
 //! builtin_dir = "/opt/turnstone/components"  # default: next to the binary
 //! cache_dir = "~/.cache/turnstone/components"
+//! install_dir = "~/.turnstone/plugins"   # default: first of dirs, else ~/.local/share/turnstone/plugins
+//! watch = true                       # hot-reload on file changes (server)
 //! disabled = ["word_count"]
 //! memory_mb = 256                    # default per-call memory cap
 //! timeout_secs = 120                 # default per-call deadline
@@ -45,6 +47,11 @@ pub struct PluginsConfig {
     /// Third-party plugin directories (each holds one sub-directory per plugin).
     #[serde(default)]
     pub dirs: Vec<PathBuf>,
+    /// Where `plugins install` puts new plugins; default: the first of `dirs`,
+    /// else `$XDG_DATA_HOME/turnstone/plugins` (`~/.local/share/turnstone/plugins`).
+    pub install_dir: Option<PathBuf>,
+    /// Watch plugin directories and hot-reload changes (server; default true).
+    pub watch: Option<bool>,
     /// Directory of built-in components; default: `components/` beside the binary.
     pub builtin_dir: Option<PathBuf>,
     /// Precompiled component cache.
@@ -68,6 +75,32 @@ pub struct PluginsConfig {
 }
 
 impl PluginsConfig {
+    /// Where new plugins are installed (see [`PluginsConfig::install_dir`]).
+    pub fn install_dir(&self) -> Option<PathBuf> {
+        if let Some(d) = &self.install_dir {
+            return Some(expand_home(d));
+        }
+        if let Some(d) = self.dirs.first() {
+            return Some(expand_home(d));
+        }
+        std::env::var_os("XDG_DATA_HOME")
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))
+            .map(|d| d.join("turnstone/plugins"))
+    }
+
+    /// Third-party directories to scan: `dirs` plus the install directory.
+    pub fn scan_dirs(&self) -> Vec<PathBuf> {
+        let mut out: Vec<PathBuf> = self.dirs.iter().map(|d| expand_home(d)).collect();
+        if let Some(i) = self.install_dir()
+            && !out.contains(&i)
+        {
+            out.push(i);
+        }
+        out
+    }
+
     /// Rejects malformed grants up front.
     pub fn validate(&self) -> Result<(), (String, CapabilityParseError)> {
         for (name, grant) in &self.grants {

@@ -18,9 +18,11 @@ pub mod config;
 pub mod engine;
 pub mod error;
 pub mod host;
+pub mod live;
 pub mod manifest;
 pub mod netguard;
 pub mod plugin;
+pub mod reconcile;
 pub mod registry;
 pub mod state;
 
@@ -28,8 +30,10 @@ pub use cache::CompileSource;
 pub use call::{CallContext, Preview, ToolResult};
 pub use capability::{Access, Capabilities, EffectiveCapabilities, FsGrant};
 pub use error::{CallError, LoadError, RuntimeError};
+pub use live::{LivePlugins, PluginSet};
 pub use manifest::{Manifest, PluginKind};
 pub use plugin::{Limits, LoadedPlugin, PluginSettings, PluginSource, SecretSource, ToolSpec};
+pub use reconcile::{Desired, Override, Reconciler};
 pub use registry::{PluginEntry, PluginRegistry, PluginStatus};
 pub use state::{ModelAccess, ToolOutputSink};
 

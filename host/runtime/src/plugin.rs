@@ -144,6 +144,8 @@ pub struct PluginSettings {
     pub kv: Arc<dyn KvStore>,
     /// SSRF policy applied to `<public>` HTTP grants.
     pub network: crate::netguard::NetworkPolicy,
+    /// Counters, shared across versions so a reload does not reset them.
+    pub counters: Arc<PluginCounters>,
 }
 
 impl Default for PluginSettings {
@@ -156,6 +158,7 @@ impl Default for PluginSettings {
             secrets: Arc::new(EnvSecrets),
             kv: Arc::new(crate::host::kv::MemoryKv::default()),
             network: Default::default(),
+            counters: Arc::new(PluginCounters::default()),
         }
     }
 }
@@ -224,6 +227,7 @@ impl ToolSpec {
     }
 }
 
+#[derive(Clone)]
 pub(crate) enum InstancePre {
     Tool(tool::ToolPluginPre<HostState>),
     Provider(provider::ProviderPluginPre<HostState>),
@@ -346,6 +350,67 @@ fn convert_spec(
     })
 }
 
+/// The runtime context a plugin gets from the operator's settings.
+fn context_for(
+    manifest: &Manifest,
+    source: &PluginSource,
+    settings: PluginSettings,
+) -> (Arc<PluginContext>, Vec<String>) {
+    let grant = settings.grant.clone().unwrap_or_else(|| {
+        if source.builtin {
+            manifest.capabilities.clone()
+        } else {
+            Capabilities::default()
+        }
+    });
+    let (caps, skipped_grants) = EffectiveCapabilities::new(
+        &manifest.plugin.name,
+        &manifest.capabilities,
+        &grant,
+        settings.workspace.as_deref(),
+    );
+    for s in &skipped_grants {
+        tracing::warn!(plugin = %manifest.plugin.name, "capability not applied: {s}");
+    }
+    let ctx = Arc::new(PluginContext {
+        name: manifest.plugin.name.clone(),
+        caps,
+        config: settings.config,
+        secrets: settings.secrets,
+        kv: settings.kv,
+        limits: settings.limits,
+        background: Default::default(),
+        network: settings.network,
+        counters: settings.counters,
+    });
+    (ctx, skipped_grants)
+}
+
+impl LoadedPlugin {
+    /// The same compiled component with new operator settings (grant, config,
+    /// limits): no compile and no `describe`, because neither depends on them.
+    /// Calls already running keep the old context.
+    pub fn rebind(&self, settings: PluginSettings) -> Result<LoadedPlugin, LoadError> {
+        if let Some(g) = &settings.grant {
+            g.validate().map_err(|e| {
+                LoadError::Invalid(format!("grant for {}: {e}", self.manifest.plugin.name))
+            })?;
+        }
+        let (ctx, skipped_grants) = context_for(&self.manifest, &self.source, settings);
+        Ok(LoadedPlugin {
+            engine: self.engine.clone(),
+            pre: self.pre.clone(),
+            manifest: self.manifest.clone(),
+            source: self.source.clone(),
+            ctx,
+            compile_source: self.compile_source,
+            wasm_sha256: self.wasm_sha256.clone(),
+            tools: self.tools.clone(),
+            skipped_grants,
+        })
+    }
+}
+
 impl Runtime {
     /// Loads the plugin in `source.dir`: manifest, component (cache or compile),
     /// world detection, linking, and (for tools) `describe`.
@@ -434,33 +499,7 @@ impl Runtime {
                 LoadError::Invalid(format!("grant for {}: {e}", manifest.plugin.name))
             })?;
         }
-        let grant = settings.grant.clone().unwrap_or_else(|| {
-            if source.builtin {
-                manifest.capabilities.clone()
-            } else {
-                Capabilities::default()
-            }
-        });
-        let (caps, skipped_grants) = EffectiveCapabilities::new(
-            &manifest.plugin.name,
-            &manifest.capabilities,
-            &grant,
-            settings.workspace.as_deref(),
-        );
-        for s in &skipped_grants {
-            tracing::warn!(plugin = %manifest.plugin.name, "capability not applied: {s}");
-        }
-        let ctx = Arc::new(PluginContext {
-            name: manifest.plugin.name.clone(),
-            caps,
-            config: settings.config,
-            secrets: settings.secrets,
-            kv: settings.kv,
-            limits: settings.limits,
-            background: Default::default(),
-            network: settings.network,
-            counters: Arc::new(PluginCounters::default()),
-        });
+        let (ctx, skipped_grants) = context_for(&manifest, &source, settings);
         let mut plugin = LoadedPlugin {
             engine: self.engine().clone(),
             pre,

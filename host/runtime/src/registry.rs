@@ -4,16 +4,14 @@
 
 use crate::Runtime;
 use crate::capability::Capabilities;
-use crate::config::{PluginsConfig, expand_home};
-use crate::host::kv::MemoryKv;
+use crate::config::PluginsConfig;
 use crate::manifest::Manifest;
-use crate::plugin::{
-    EnvSecrets, LoadedPlugin, PluginSettings, PluginSource, SecretSource, ToolSpec,
-};
+use crate::plugin::{EnvSecrets, LoadedPlugin, SecretSource, ToolSpec};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// State of one plugin.
+#[derive(Clone)]
 pub enum PluginStatus {
     /// Loaded and callable.
     Loaded(Arc<LoadedPlugin>),
@@ -24,6 +22,7 @@ pub enum PluginStatus {
 }
 
 /// One discovered plugin.
+#[derive(Clone)]
 pub struct PluginEntry {
     /// Plugin directory.
     pub dir: PathBuf,
@@ -35,6 +34,14 @@ pub struct PluginEntry {
     pub grant: Option<Capabilities>,
     /// Status.
     pub status: PluginStatus,
+    /// A newer version on disk failed to load; the one in `status` keeps serving.
+    pub update_error: Option<String>,
+    /// Fingerprint of what is loaded (manifest, component, reload request).
+    pub(crate) fingerprint: Option<String>,
+    /// Fingerprint of the settings it was loaded with (grant, config, limits).
+    pub(crate) settings_key: Option<String>,
+    /// Fingerprint of the last version that failed, so it is not retried until it changes.
+    pub(crate) failed_fingerprint: Option<String>,
 }
 
 impl PluginEntry {
@@ -63,7 +70,9 @@ impl PluginEntry {
 /// All plugins the host discovered.
 #[derive(Default)]
 pub struct PluginRegistry {
-    entries: Vec<PluginEntry>,
+    pub(crate) entries: Vec<PluginEntry>,
+    /// Tools that existed in an earlier generation, by the plugin that had them.
+    pub(crate) retired: std::collections::BTreeMap<String, String>,
 }
 
 /// Options for [`PluginRegistry::load_all`].
@@ -94,13 +103,15 @@ impl Default for LoadOptions {
 }
 
 /// Plugin directories (sub-directories holding a `plugin.toml`) under `root`,
-/// sorted by name. A missing root yields nothing.
+/// sorted by name. A missing root yields nothing; hidden directories (an
+/// install being staged, editor droppings) are skipped.
 pub fn discover(root: &Path) -> Vec<PathBuf> {
     let Ok(rd) = std::fs::read_dir(root) else {
         return Vec::new();
     };
     let mut dirs: Vec<PathBuf> = rd
         .filter_map(|e| e.ok())
+        .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
         .map(|e| e.path())
         .filter(|p| p.is_dir())
         .collect();
@@ -111,107 +122,17 @@ pub fn discover(root: &Path) -> Vec<PathBuf> {
 impl PluginRegistry {
     /// Loads built-ins and third-party plugins. Never fails as a whole.
     pub async fn load_all(runtime: &Runtime, opts: &LoadOptions) -> Self {
-        let mut sources: Vec<PluginSource> = Vec::new();
-        if let Some(b) = &opts.builtin_dir {
-            sources.extend(
-                discover(b)
-                    .into_iter()
-                    .map(|dir| PluginSource { dir, builtin: true }),
-            );
-        }
-        for d in &opts.config.dirs {
-            let d = expand_home(d);
-            sources.extend(discover(&d).into_iter().map(|dir| PluginSource {
-                dir,
-                builtin: false,
-            }));
-        }
-        let mut reg = PluginRegistry::default();
-        for source in sources {
-            let entry = reg.load_one(runtime, opts, source).await;
-            match &entry.status {
-                PluginStatus::Loaded(p) => tracing::info!(
-                    plugin = %p.name(),
-                    version = %p.manifest.plugin.version,
-                    source = ?p.compile_source,
-                    "plugin loaded"
-                ),
-                PluginStatus::Failed(reason) => {
-                    tracing::warn!(plugin = %entry.name(), "plugin failed to load: {reason}")
-                }
-                PluginStatus::Disabled => {}
-            }
-            reg.entries.push(entry);
-        }
+        let shared = crate::reconcile::Shared::default();
+        let (reg, _) = crate::reconcile::build(
+            runtime,
+            opts,
+            &crate::reconcile::Desired::default(),
+            None,
+            &crate::reconcile::Reload::None,
+            &shared,
+        )
+        .await;
         reg
-    }
-
-    async fn load_one(
-        &self,
-        runtime: &Runtime,
-        opts: &LoadOptions,
-        source: PluginSource,
-    ) -> PluginEntry {
-        let mut entry = PluginEntry {
-            dir: source.dir.clone(),
-            builtin: source.builtin,
-            manifest: None,
-            grant: None,
-            status: PluginStatus::Failed(String::new()),
-        };
-        let manifest = match Manifest::load(&source.dir.join("plugin.toml")) {
-            Ok(m) => m,
-            Err(e) => {
-                entry.status = PluginStatus::Failed(e.to_string());
-                return entry;
-            }
-        };
-        let name = manifest.plugin.name.clone();
-        let limits = opts.config.limits_with(&name, &manifest.limits);
-        entry.grant = opts.config.grants.get(&name).cloned();
-        entry.manifest = Some(manifest);
-        if let Some(other) = self.entries.iter().find(|e| {
-            e.name() == name && matches!(e.status, PluginStatus::Loaded(_) | PluginStatus::Disabled)
-        }) {
-            entry.status = PluginStatus::Failed(format!(
-                "another plugin named {name} is already loaded from {}",
-                other.dir.display()
-            ));
-            return entry;
-        }
-        if opts.config.disabled.iter().any(|d| d == &name) {
-            entry.status = PluginStatus::Disabled;
-            return entry;
-        }
-        let settings = PluginSettings {
-            grant: entry.grant.clone(),
-            config: opts.config.config.get(&name).cloned().unwrap_or_default(),
-            limits,
-            workspace: opts.workspace.clone(),
-            secrets: opts.secrets.clone(),
-            kv: Arc::new(MemoryKv::default()),
-            network: opts.network.clone(),
-        };
-        entry.status = match runtime.load(source, settings).await {
-            Ok(p) => match self.tool_clash(&p) {
-                Some(msg) => PluginStatus::Failed(msg),
-                None => PluginStatus::Loaded(Arc::new(p)),
-            },
-            Err(e) => PluginStatus::Failed(e.to_string()),
-        };
-        entry
-    }
-
-    fn tool_clash(&self, p: &LoadedPlugin) -> Option<String> {
-        p.tools.iter().find_map(|t| {
-            self.tool(&t.name).map(|(other, _)| {
-                format!(
-                    "tool {} is already provided by plugin {}",
-                    t.name,
-                    other.name()
-                )
-            })
-        })
     }
 
     /// Every discovered plugin, in load order.
@@ -235,6 +156,17 @@ impl PluginRegistry {
     /// The plugin providing tool `name`, and the tool's spec.
     pub fn tool(&self, name: &str) -> Option<(&Arc<LoadedPlugin>, &ToolSpec)> {
         self.loaded().find_map(|p| p.tool(name).map(|t| (p, t)))
+    }
+
+    /// The plugin that provided tool `name` before it went away (disabled,
+    /// removed or dropped by an update), for a clear error to the model.
+    pub fn retired_tool(&self, name: &str) -> Option<&str> {
+        self.retired.get(name).map(String::as_str)
+    }
+
+    /// An entry by plugin name.
+    pub fn entry(&self, name: &str) -> Option<&PluginEntry> {
+        self.entries.iter().find(|e| e.name() == name)
     }
 
     /// All tools of loaded plugins.

@@ -140,6 +140,7 @@ pub fn required_scope(method: &str, path: &str) -> Option<Scope> {
     }
     let is_admin = segs.len() >= 2 && segs[0] == "api" && matches!(segs[1], "admin" | "_internal");
     match method {
+        "GET" | "HEAD" | "OPTIONS" if is_admin => Some(Scope::Approve),
         "GET" | "HEAD" | "OPTIONS" => Some(Scope::Read),
         "POST" => {
             if is_admin {

@@ -6,6 +6,8 @@
 //! - [`http`]: the router, authentication, rate limiting, JSON errors, metrics.
 //! - [`manager`] / [`workstream`]: loaded workstreams, their session workers and
 //!   the bridge from engine callbacks to SSE events ([`events`], [`global`]).
+//! - [`plugins`]: plugin administration (hot reload, grants, install) and its
+//!   state in the `plugins` table, polled so every node follows.
 //! - [`serve`]: listener, idle reaper and graceful shutdown.
 //! - [`web`]: the browser UI, embedded in the binary.
 
@@ -16,6 +18,7 @@ pub mod http;
 pub mod manager;
 pub mod metrics;
 pub mod passwords;
+pub mod plugins;
 pub mod ratelimit;
 pub mod routes;
 pub mod serve;

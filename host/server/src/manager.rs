@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use turnstone_engine::models::LiveModels;
 use turnstone_engine::session::{ChatSession, SessionConfig};
 use turnstone_engine::ui::SessionState;
-use turnstone_runtime::PluginRegistry;
+use turnstone_runtime::LivePlugins;
 use turnstone_storage::Storage;
 use turnstone_storage::prelude::*;
 
@@ -42,7 +42,7 @@ pub struct Deps {
     /// Storage.
     pub db: Storage,
     /// Tool and provider components.
-    pub registry: Arc<PluginRegistry>,
+    pub registry: Arc<LivePlugins>,
     /// Model aliases.
     pub models: Arc<LiveModels>,
     /// Workspace directory for tools.

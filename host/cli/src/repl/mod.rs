@@ -137,8 +137,8 @@ impl Repl {
             format!(
                 "workspace {} · {} plugin(s), {} tool(s) loaded in {} ms",
                 app.loaded.workspace.display(),
-                app.loaded.registry.loaded().count(),
-                app.loaded.registry.tools().count(),
+                app.loaded.registry().loaded().count(),
+                app.loaded.registry().tools().count(),
                 started.elapsed().as_millis()
             ),
         ];

@@ -118,7 +118,7 @@ impl Repl {
             }
             Command::Plugins => {
                 let mut buf = Vec::new();
-                match crate::plugins_cmd::list(&self.app.loaded.registry, false, &mut buf) {
+                match crate::plugins_cmd::list(&self.app.loaded.registry(), false, &mut buf) {
                     Ok(()) => {
                         let text = String::from_utf8_lossy(&buf);
                         let lines: Vec<String> = text.lines().map(String::from).collect();

@@ -51,9 +51,17 @@ pub fn warm_component_cache() {
     });
 }
 
+/// Where a test server keeps its data.
+#[derive(Debug, Clone, Default)]
+pub struct StartOpts {
+    /// PostgreSQL URL instead of the scratch SQLite file.
+    pub pg_url: Option<String>,
+}
+
 /// A running server process.
 pub struct Server {
     pub llm: ScriptedLlm,
+    pub pg_url: Option<String>,
     pub base: String,
     pub dir: tempfile::TempDir,
     pub http: reqwest::Client,
@@ -84,6 +92,16 @@ impl Frame {
 impl Server {
     /// Starts `turnstone serve` with `config` (TOML appended to the base config).
     pub async fn start(script: Vec<Step>, config: &str, args: &[&str]) -> Self {
+        Self::start_with(script, config, args, StartOpts::default()).await
+    }
+
+    /// [`Server::start`] with storage options.
+    pub async fn start_with(
+        script: Vec<Step>,
+        config: &str,
+        args: &[&str],
+        opts: StartOpts,
+    ) -> Self {
         let _ = rustls::crypto::ring::default_provider().install_default();
         warm_component_cache();
         let llm = ScriptedLlm::start(script).await.unwrap();
@@ -102,14 +120,19 @@ impl Server {
             .arg("--cache-dir")
             .arg(target().join("test-cache/cli"))
             .arg("--workspace")
-            .arg(dir.path().join("ws"))
-            .arg("--db")
-            .arg(dir.path().join("t.db"))
-            .args(["--base-url", &llm.base_url(), "--model", "scripted-model"])
+            .arg(dir.path().join("ws"));
+        match &opts.pg_url {
+            Some(url) => cmd
+                .env("TURNSTONE_DB_BACKEND", "postgresql")
+                .env("TURNSTONE_DB_URL", url),
+            None => cmd.arg("--db").arg(dir.path().join("t.db")),
+        };
+        cmd.args(["--base-url", &llm.base_url(), "--model", "scripted-model"])
             .args(["--api-key", "sk-test"])
             .args(["serve", "--host", "127.0.0.1", "--port", "0"])
             .args(args)
             .env_remove("TURNSTONE_BUILTIN_PLUGINS")
+            .env("XDG_DATA_HOME", dir.path().join("data"))
             .env_remove("TURNSTONE_JWT_SECRET")
             .env_remove("TURNSTONE_CONFIG")
             .stdin(Stdio::null())
@@ -140,12 +163,36 @@ impl Server {
         };
         Self {
             llm,
+            pg_url: opts.pg_url,
             base: format!("http://{addr}"),
             dir,
             http: reqwest::Client::new(),
             child,
             stderr: lines,
         }
+    }
+
+    /// `turnstone` on this server's database (for offline subcommands).
+    pub fn db_command(&self) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_turnstone"));
+        match &self.pg_url {
+            Some(url) => {
+                cmd.env("TURNSTONE_DB_BACKEND", "postgresql")
+                    .env("TURNSTONE_DB_URL", url);
+            }
+            None => {
+                cmd.arg("--db").arg(self.dir.path().join("t.db"));
+            }
+        }
+        cmd.env_remove("TURNSTONE_CONFIG")
+            .env("XDG_DATA_HOME", self.dir.path().join("data"))
+            .arg("--config")
+            .arg(self.dir.path().join("config.toml"))
+            .arg("--builtin-dir")
+            .arg(target().join("components"))
+            .arg("--cache-dir")
+            .arg(target().join("test-cache/cli"));
+        cmd
     }
 
     pub fn pid(&self) -> u32 {
@@ -228,9 +275,8 @@ impl Server {
 
     /// Creates a user with `role` offline and logs in; returns its JWT.
     pub async fn user(&self, name: &str, role: &str) -> String {
-        let out = Command::new(env!("CARGO_BIN_EXE_turnstone"))
-            .arg("--db")
-            .arg(self.dir.path().join("t.db"))
+        let out = self
+            .db_command()
             .args([
                 "admin",
                 "create-user",
@@ -268,9 +314,8 @@ impl Server {
 
     /// Issues an API token offline (`turnstone admin create-token`); returns it.
     pub fn token(&self, user: &str, scopes: &str) -> String {
-        let out = Command::new(env!("CARGO_BIN_EXE_turnstone"))
-            .arg("--db")
-            .arg(self.dir.path().join("t.db"))
+        let out = self
+            .db_command()
             .args(["admin", "create-token", "--user", user, "--scopes", scopes])
             .output()
             .unwrap();

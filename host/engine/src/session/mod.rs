@@ -19,7 +19,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use stream::StreamFailure;
 use tokio_util::sync::CancellationToken;
-use turnstone_runtime::{LoadedPlugin, PluginRegistry, SecretSource};
+use turnstone_runtime::{LoadedPlugin, PluginSet, SecretSource};
 
 /// Tool calls that may run at the same time.
 pub const MAX_PARALLEL_TOOLS: usize = 4;
@@ -167,7 +167,8 @@ pub struct ChatSession {
     binding: ModelBinding,
     fallbacks: Vec<ModelBinding>,
     store: Option<(turnstone_storage::Storage, String)>,
-    tools: Arc<PluginRegistry>,
+    /// Live: every model request and tool batch takes the current snapshot.
+    tools: PluginSet,
     ui: Arc<dyn SessionUi>,
     cfg: SessionConfig,
     turns: Vec<Turn>,
@@ -196,7 +197,7 @@ impl ChatSession {
     /// A new, empty session.
     pub fn new(
         binding: ModelBinding,
-        tools: Arc<PluginRegistry>,
+        tools: impl Into<PluginSet>,
         ui: Arc<dyn SessionUi>,
         cfg: SessionConfig,
     ) -> Self {
@@ -204,7 +205,7 @@ impl ChatSession {
             binding,
             fallbacks: Vec::new(),
             store: None,
-            tools,
+            tools: tools.into(),
             ui,
             cfg,
             turns: Vec::new(),

@@ -43,6 +43,7 @@ impl ChatSession {
 
     pub(super) fn tool_definitions(&self) -> Vec<wit::ToolDefinition> {
         self.tools
+            .snapshot()
             .tools()
             .filter(|t| !t.coordinator || t.interactive)
             .map(|t| {
@@ -74,6 +75,8 @@ impl ChatSession {
             working_dir: ws,
             supports_vision: false,
         };
+        // One snapshot for the batch: a reload mid-batch applies to the next one.
+        let registry = self.tools.snapshot();
         // Prepare every call: parse arguments, validate, build previews.
         let mut prepared: Vec<(PendingTool, Option<Runnable>)> = Vec::new();
         for call in calls {
@@ -85,8 +88,14 @@ impl ChatSession {
                 needs_approval: false,
                 error: None,
             };
-            let Some((plugin, spec)) = self.tools.tool(&call.name) else {
-                item.error = Some(format!("Error: unknown tool {:?}", call.name));
+            let Some((plugin, spec)) = registry.tool(&call.name) else {
+                item.error = Some(match registry.retired_tool(&call.name) {
+                    Some(plugin) => format!(
+                        "Error: tool {:?} is no longer available (plugin {plugin} was disabled, removed or updated without it)",
+                        call.name
+                    ),
+                    None => format!("Error: unknown tool {:?}", call.name),
+                });
                 prepared.push((item, None));
                 continue;
             };

@@ -94,7 +94,13 @@ impl config::Host for HostState {
         let host = parsed.host_str().unwrap_or_default();
         let port = parsed.port_or_known_default().unwrap_or(443);
         match self.plugin.caps.check_http(host, port) {
-            Err(d) => Ok(Err(denial_to_wit(&d))),
+            // The SDK asks before sending: a refusal here is the denial the
+            // operator sees, so it counts like one at the socket.
+            Err(d) => {
+                self.plugin.counters.denial();
+                tracing::warn!(plugin = %self.plugin.name, "{d}");
+                Ok(Err(denial_to_wit(&d)))
+            }
             Ok(crate::capability::HttpAccess::Granted) => Ok(Ok(())),
             Ok(crate::capability::HttpAccess::PublicOnly) => Ok(self
                 .plugin

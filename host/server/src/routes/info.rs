@@ -75,6 +75,7 @@ pub fn metrics_text(state: &AppState) -> String {
         .mgr
         .deps
         .registry
+        .snapshot()
         .loaded()
         .map(|p| {
             let c = &p.ctx.counters;

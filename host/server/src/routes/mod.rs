@@ -5,6 +5,7 @@ mod attachments;
 mod info;
 mod memories;
 mod openapi;
+mod plugins;
 mod sse;
 mod ws;
 
@@ -37,6 +38,8 @@ pub struct Node {
     pub metrics: Arc<Metrics>,
     /// Cancelled when the server shuts down (ends SSE streams).
     pub shutdown: CancellationToken,
+    /// Plugin administration (hot reload, grants); `None` without one.
+    pub plugins: Option<Arc<crate::plugins::PluginAdmin>>,
 }
 
 /// API routes (relative to `/v1`).
@@ -93,6 +96,30 @@ pub fn api() -> axum::Router<AppState> {
         .route(
             "/api/workstreams/{ws_id}/attachments/{attachment_id}/content",
             get(attachments::content),
+        )
+        .route("/api/admin/plugins", get(plugins::list))
+        .route("/api/admin/plugins/audit", get(plugins::audit))
+        .route("/api/admin/plugins/reload", post(plugins::reload_all))
+        .route(
+            "/api/admin/plugins/install",
+            post(plugins::install).layer(DefaultBodyLimit::max(
+                plugins::MAX_COMPONENT_BYTES + (1 << 20),
+            )),
+        )
+        .route(
+            "/api/admin/plugins/{name}",
+            get(plugins::detail).delete(plugins::uninstall),
+        )
+        .route("/api/admin/plugins/{name}/enable", post(plugins::enable))
+        .route("/api/admin/plugins/{name}/disable", post(plugins::disable))
+        .route(
+            "/api/admin/plugins/{name}/grants",
+            axum::routing::put(plugins::set_grants),
+        )
+        .route("/api/admin/plugins/{name}/revoke", post(plugins::revoke))
+        .route(
+            "/api/admin/plugins/{name}/reload",
+            post(plugins::reload_one),
         )
 }
 

@@ -2,7 +2,7 @@
 //! and their request types, and `/docs`, a readable rendering of it served by
 //! the UI bundle (no CDN).
 
-use super::{attachments, info, memories, sse, ws};
+use super::{attachments, info, memories, plugins, sse, ws};
 use axum::Json;
 use axum::response::{IntoResponse, Response};
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
@@ -43,6 +43,9 @@ impl Modify for Security {
         memories::list, memories::save, memories::search, memories::get_one, memories::remove,
         sse::workstream_events, sse::global_events,
         attachments::upload, attachments::list, attachments::content, attachments::remove,
+        plugins::list, plugins::detail, plugins::enable, plugins::disable, plugins::set_grants,
+        plugins::revoke, plugins::reload_one, plugins::reload_all, plugins::install,
+        plugins::uninstall, plugins::audit,
     ),
     components(schemas(super::ErrorBody)),
     modifiers(&Security),

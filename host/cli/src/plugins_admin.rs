@@ -1,0 +1,302 @@
+//! `turnstone plugins enable|disable|grant|revoke|install|uninstall|reload`:
+//! operator changes written to the `plugins` table of the server's database
+//! (and its audit log). Running servers on that database apply them within
+//! about a second; nothing here needs a server.
+
+use crate::app::{self, Loaded, PluginFlags};
+use crate::plugins_cmd::caps_summary;
+use anyhow::{Context, Result, bail};
+use clap::{Args, Subcommand};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use turnstone_runtime::capability::{Access, Capabilities, FsGrant};
+use turnstone_runtime::{Manifest, PluginEntry};
+use turnstone_server::plugins::{Actor, PluginStore, install_plugin, uninstall_plugin};
+use turnstone_storage::Storage;
+
+/// Capabilities named on the command line.
+#[derive(Args, Debug, Clone, Default)]
+pub struct CapFlags {
+    /// Filesystem path: `workspace[/<dir>]:ro|rw` or `/abs/path:ro|rw` (repeatable).
+    #[arg(long = "fs", value_name = "PATH:ro|rw")]
+    pub fs: Vec<String>,
+    /// Outbound HTTP host: `host`, `host:port`, `*.domain` or `<public>` (repeatable).
+    #[arg(long = "http", value_name = "HOST")]
+    pub http: Vec<String>,
+    /// Program the plugin may run (repeatable).
+    #[arg(long = "exec", value_name = "PROGRAM")]
+    pub exec: Vec<String>,
+    /// Environment variable the plugin may set on children (repeatable).
+    #[arg(long = "env", value_name = "NAME")]
+    pub env: Vec<String>,
+    /// Host-held secret the plugin may reference (repeatable).
+    #[arg(long = "secret", value_name = "NAME")]
+    pub secrets: Vec<String>,
+    /// May ask the session's model for completions.
+    #[arg(long = "model-access")]
+    pub model_access: bool,
+}
+
+impl CapFlags {
+    fn to_caps(&self) -> Result<Capabilities> {
+        let mut filesystem = Vec::new();
+        for f in &self.fs {
+            let (path, mode) = f
+                .rsplit_once(':')
+                .with_context(|| format!("--fs {f:?}: expected PATH:ro or PATH:rw"))?;
+            let access = match mode {
+                "ro" | "read-only" => Access::ReadOnly,
+                "rw" | "read-write" => Access::ReadWrite,
+                other => bail!("--fs {f:?}: access must be ro or rw, not {other:?}"),
+            };
+            filesystem.push(FsGrant {
+                path: path.to_string(),
+                access,
+            });
+        }
+        let caps = Capabilities {
+            filesystem,
+            http: self.http.clone(),
+            exec: self.exec.clone(),
+            env: self.env.clone(),
+            secrets: self.secrets.clone(),
+            model: self.model_access,
+        };
+        caps.validate()?;
+        Ok(caps)
+    }
+}
+
+/// Actions that change plugin state.
+#[derive(Subcommand, Debug)]
+pub enum AdminAction {
+    /// Enable a plugin.
+    Enable {
+        /// Plugin name.
+        name: String,
+    },
+    /// Disable a plugin (its tools leave every session's next model request).
+    Disable {
+        /// Plugin name.
+        name: String,
+    },
+    /// Add capabilities to a plugin's grant (or replace it with --replace,
+    /// or go back to the default for its origin with --default).
+    Grant {
+        /// Plugin name.
+        name: String,
+        #[command(flatten)]
+        caps: CapFlags,
+        /// Replace the grant instead of adding to it.
+        #[arg(long)]
+        replace: bool,
+        /// Drop the operator grant: built-ins get what they request, others nothing.
+        #[arg(long, conflicts_with = "replace")]
+        default: bool,
+    },
+    /// Remove capabilities from a plugin's grant (--all: every one).
+    Revoke {
+        /// Plugin name.
+        name: String,
+        #[command(flatten)]
+        caps: CapFlags,
+        /// Revoke everything.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Install a plugin from a directory (plugin.toml + component) or a .wasm
+    /// with --manifest. It lands disabled with nothing granted: review what it
+    /// requests, then `grant` and `enable`.
+    Install {
+        /// Plugin directory, or the component file.
+        path: PathBuf,
+        /// plugin.toml, when PATH is a .wasm file.
+        #[arg(long)]
+        manifest: Option<PathBuf>,
+        /// Upgrade an installed third-party plugin of the same name.
+        #[arg(long)]
+        replace: bool,
+    },
+    /// Remove an installed third-party plugin.
+    Uninstall {
+        /// Plugin name.
+        name: String,
+    },
+    /// Ask every server on this database to reload a plugin from disk.
+    Reload {
+        /// Plugin name.
+        name: String,
+    },
+}
+
+fn actor() -> Actor {
+    Actor {
+        user_id: std::env::var("USER").ok().map(|u| format!("cli:{u}")),
+        ip: None,
+        via: "cli",
+    }
+}
+
+fn entry(loaded: &Loaded, name: &str) -> Result<PluginEntry> {
+    let reg = loaded.registry();
+    match reg.entry(name) {
+        Some(e) => Ok(e.clone()),
+        None => {
+            let known: Vec<String> = reg.entries().iter().map(|e| e.name()).collect();
+            bail!("no plugin named {name:?} (known: {})", known.join(", "))
+        }
+    }
+}
+
+/// Runs one action against `db`.
+pub async fn run(
+    flags: &PluginFlags,
+    db: &Storage,
+    action: &AdminAction,
+    out: &mut impl Write,
+) -> Result<()> {
+    let desired = turnstone_server::plugins::desired_state(db).await?;
+    let (loaded, _) = app::load_plugins(flags, None, &desired).await?;
+    let store = PluginStore::new(db);
+    let who = actor();
+    match action {
+        AdminAction::Enable { name } => {
+            store
+                .set_enabled(&who, &entry(&loaded, name)?, true)
+                .await?;
+            writeln!(out, "{name}: enabled")?;
+        }
+        AdminAction::Disable { name } => {
+            store
+                .set_enabled(&who, &entry(&loaded, name)?, false)
+                .await?;
+            writeln!(out, "{name}: disabled")?;
+        }
+        AdminAction::Grant {
+            name,
+            caps,
+            replace,
+            default,
+        } => {
+            let e = entry(&loaded, name)?;
+            if *default {
+                store.set_grant(&who, &e, None).await?;
+                writeln!(out, "{name}: grant reset to the default for its origin")?;
+                return Ok(());
+            }
+            let add = caps.to_caps()?;
+            let grant = if *replace {
+                add
+            } else {
+                let stored = db.get_plugin(name).await?.and_then(|r| r.granted);
+                let mut g = match stored {
+                    Some(text) => serde_json::from_str(&text).unwrap_or_default(),
+                    None => e.effective_grant(),
+                };
+                merge(&mut g, add);
+                g
+            };
+            store.set_grant(&who, &e, Some(&grant)).await?;
+            writeln!(out, "{name}: granted {}", caps_summary(&grant))?;
+        }
+        AdminAction::Revoke { name, caps, all } => {
+            let e = entry(&loaded, name)?;
+            let what = caps.to_caps()?;
+            if !*all && what.is_empty() {
+                bail!(
+                    "name what to revoke (--fs, --http, --exec, --env, --secret, --model-access) or pass --all"
+                );
+            }
+            let left = store.revoke(&who, &e, (!*all).then_some(&what)).await?;
+            writeln!(out, "{name}: grant now {}", caps_summary(&left))?;
+        }
+        AdminAction::Install {
+            path,
+            manifest,
+            replace,
+        } => {
+            let (text, wasm) = read_plugin(path, manifest.as_deref()).await?;
+            let root = loaded
+                .options
+                .config
+                .install_dir()
+                .context("no install directory: set [plugins] install_dir or dirs")?;
+            let name = install_plugin(
+                &loaded.runtime,
+                &root,
+                db,
+                &loaded.registry(),
+                &who,
+                &text,
+                wasm,
+                *replace,
+            )
+            .await?;
+            let m = Manifest::parse(&text, Path::new("plugin.toml"))?;
+            writeln!(
+                out,
+                "{name} {} installed in {} (disabled, nothing granted)",
+                m.plugin.version,
+                root.join(&name).display()
+            )?;
+            writeln!(out, "  requests: {}", caps_summary(&m.capabilities))?;
+            writeln!(
+                out,
+                "  review, then: turnstone plugins grant {name} … && turnstone plugins enable {name}"
+            )?;
+        }
+        AdminAction::Uninstall { name } => {
+            uninstall_plugin(db, &entry(&loaded, name)?, &who).await?;
+            writeln!(out, "{name}: uninstalled")?;
+        }
+        AdminAction::Reload { name } => {
+            store.request_reload(&who, &entry(&loaded, name)?).await?;
+            writeln!(out, "{name}: reload requested")?;
+        }
+    }
+    Ok(())
+}
+
+/// `grant` plus everything in `add` (no duplicates).
+fn merge(grant: &mut Capabilities, add: Capabilities) {
+    for f in add.filesystem {
+        grant.filesystem.retain(|g| g.path != f.path);
+        grant.filesystem.push(f);
+    }
+    let extend = |have: &mut Vec<String>, more: Vec<String>| {
+        for m in more {
+            if !have.contains(&m) {
+                have.push(m);
+            }
+        }
+    };
+    extend(&mut grant.http, add.http);
+    extend(&mut grant.exec, add.exec);
+    extend(&mut grant.env, add.env);
+    extend(&mut grant.secrets, add.secrets);
+    grant.model |= add.model;
+}
+
+/// Manifest text and component bytes from a plugin directory or a .wasm + manifest.
+async fn read_plugin(path: &Path, manifest: Option<&Path>) -> Result<(String, Vec<u8>)> {
+    let (manifest_path, wasm_path) = if path.is_dir() {
+        let mp = path.join("plugin.toml");
+        let text = tokio::fs::read_to_string(&mp)
+            .await
+            .with_context(|| format!("cannot read {}", mp.display()))?;
+        let m = Manifest::parse(&text, &mp)?;
+        (mp, path.join(m.component_file()))
+    } else {
+        let mp = manifest
+            .map(Path::to_path_buf)
+            .context("PATH is a file: pass its plugin.toml with --manifest")?;
+        (mp, path.to_path_buf())
+    };
+    let text = tokio::fs::read_to_string(&manifest_path)
+        .await
+        .with_context(|| format!("cannot read {}", manifest_path.display()))?;
+    let wasm = tokio::fs::read(&wasm_path)
+        .await
+        .with_context(|| format!("cannot read {}", wasm_path.display()))?;
+    Ok((text, wasm))
+}
