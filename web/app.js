@@ -90,6 +90,7 @@ async function startApp() {
   $("#split").onclick = () => splitPane();
   $("#theme").onclick = () => applyTheme(document.documentElement.dataset.theme === "dark" ? "light" : "dark");
   document.addEventListener("keydown", onGlobalKey);
+  if (window.initConsole) initConsole(state.me);
   await refreshRoster();
   connectGlobal(1000);
   const saved = JSON.parse(localStorage.getItem("turnstone.layout") || "[]");

@@ -69,3 +69,90 @@ async fn the_ui_runs_a_turn_with_an_approval_and_survives_a_reload() {
         "{third}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_plugin_console_toggles_grants_and_installs_through_the_api() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/browser");
+    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+    assert!(
+        Path::new(&chromium).exists(),
+        "headless Chromium needed at {chromium}"
+    );
+    let comps = support::target().join("test-components");
+    let plugins = tempfile::tempdir().unwrap();
+    for name in ["marker", "hostile"] {
+        let d = plugins.path().join(name);
+        std::fs::create_dir(&d).unwrap();
+        for f in std::fs::read_dir(comps.join(name)).unwrap() {
+            let f = f.unwrap().path();
+            std::fs::copy(&f, d.join(f.file_name().unwrap())).unwrap();
+        }
+    }
+    // The upload: the marker component under another name, requesting one host.
+    let upload = tempfile::tempdir().unwrap();
+    let manifest = std::fs::read_to_string(comps.join("marker/plugin.toml"))
+        .unwrap()
+        .replace("name = \"marker\"", "name = \"marker_ui\"")
+        + "\n[capabilities]\nhttp = [\"api.example.com\"]\n";
+    std::fs::write(upload.path().join("plugin.toml"), manifest).unwrap();
+    std::fs::copy(
+        comps.join("marker/marker.wasm"),
+        upload.path().join("marker_ui.wasm"),
+    )
+    .unwrap();
+    let cfg = format!(
+        "[plugins]\ndirs = [{:?}]\n",
+        plugins.path().display().to_string()
+    );
+    let srv = Server::start(vec![], &cfg, &[]).await;
+    let admin = srv.setup_admin().await;
+    let out = tokio::task::spawn_blocking({
+        let base = srv.base.clone();
+        let up = upload.path().to_path_buf();
+        move || {
+            Command::new("node")
+                .arg("console.mjs")
+                .arg(base)
+                .arg(up.join("plugin.toml"))
+                .arg(up.join("marker_ui.wasm"))
+                .env("CHROMIUM", chromium)
+                .current_dir(dir)
+                .output()
+        }
+    })
+    .await
+    .unwrap()
+    .expect("node runs");
+    assert!(
+        out.status.success(),
+        "console test failed:\n{}\n{}\nserver: {:?}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+        srv.stderr.lock().unwrap()
+    );
+    // What the browser did is what the API reports.
+    let (s, v) = srv
+        .call("GET", "/v1/api/admin/plugins", Some(&admin), None)
+        .await;
+    assert_eq!(s, 200);
+    let by_name = |n: &str| {
+        v["plugins"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == n)
+            .cloned()
+            .unwrap_or_else(|| panic!("{n} missing: {v}"))
+    };
+    assert_eq!(by_name("marker")["state"], "disabled");
+    let hostile = by_name("hostile");
+    assert_eq!(hostile["granted"]["http"], serde_json::json!(["127.0.0.1"]));
+    assert_eq!(hostile["granted"]["exec"], serde_json::json!([]));
+    assert_eq!(hostile["grant_source"], "operator");
+    let ui = by_name("marker_ui");
+    assert_eq!(ui["state"], "loaded");
+    assert_eq!(
+        ui["granted"]["http"],
+        serde_json::json!(["api.example.com"])
+    );
+}

@@ -1,0 +1,230 @@
+// Plugin console: the node's plugins with state badges and toggles, a grant
+// editor (requested vs granted side by side), reload, install by upload with a
+// review step, uninstall, and the recent changes. Needs approve scope and the
+// admin.plugins permission; the server checks both on every call.
+"use strict";
+
+const consoleState = { plugins: [], selected: null, timer: null, review: false };
+
+function canAdminPlugins(me) {
+  const perms = (me.permissions || "").split(",");
+  const scopes = (me.scopes || "").split(",");
+  return (perms.includes("admin.plugins") || scopes.includes("service")) &&
+    (scopes.includes("approve") || scopes.includes("service"));
+}
+
+function initConsole(me) {
+  const btn = $("#console-toggle");
+  if (!canAdminPlugins(me)) return;
+  btn.classList.remove("hidden");
+  btn.onclick = () => showConsole($("#console").classList.contains("hidden"));
+  $("#console-reload").onclick = () => act(() => api("POST", "/api/admin/plugins/reload"));
+  $("#install-form").onsubmit = (ev) => { ev.preventDefault(); installPlugin(); };
+  if (location.hash === "#plugins") showConsole(true);
+}
+
+function showConsole(on) {
+  $("#console").classList.toggle("hidden", !on);
+  $("#panes").classList.toggle("hidden", on);
+  $("#console-toggle").textContent = on ? "Workstreams" : "Plugins";
+  history.replaceState(null, "", on ? "#plugins" : location.pathname);
+  clearInterval(consoleState.timer);
+  if (on) {
+    loadPlugins();
+    // Changes made on other nodes or with the CLI show up without a reload.
+    consoleState.timer = setInterval(loadPlugins, 3000);
+  }
+}
+
+async function act(fn) {
+  $("#console-error").textContent = "";
+  try {
+    await fn();
+  } catch (e) {
+    $("#console-error").textContent = e.message;
+  }
+  await loadPlugins();
+}
+
+async function loadPlugins() {
+  try {
+    const r = await api("GET", "/api/admin/plugins");
+    consoleState.plugins = r.plugins;
+    $("#console-gen").textContent = "generation " + r.generation;
+    renderPluginTable();
+    if (consoleState.selected && !consoleState.review) {
+      const p = r.plugins.find((x) => x.name === consoleState.selected);
+      if (p) renderDetail(p, false);
+    }
+    const audit = await api("GET", "/api/admin/plugins/audit?limit=20");
+    const ul = $("#plugin-audit");
+    ul.replaceChildren(...audit.entries.map((e) => {
+      const li = document.createElement("li");
+      li.textContent = `${e.timestamp} ${e.action} ${e.target || ""} by ${e.user_id || "?"}` +
+        (e.detail && e.detail.via ? ` (${e.detail.via})` : "");
+      return li;
+    }));
+  } catch (e) {
+    $("#console-error").textContent = e.message;
+  }
+}
+
+function cell(text) {
+  const td = document.createElement("td");
+  td.textContent = text == null ? "" : String(text);
+  return td;
+}
+
+function renderPluginTable() {
+  const body = $("#plugin-table tbody");
+  body.replaceChildren(...consoleState.plugins.map((p) => {
+    const tr = document.createElement("tr");
+    tr.dataset.name = p.name;
+    tr.classList.toggle("selected", p.name === consoleState.selected);
+    const state = document.createElement("td");
+    const badge = document.createElement("span");
+    badge.className = "badge " + p.state;
+    badge.textContent = p.state.replace("_", " ");
+    state.append(badge);
+    const en = document.createElement("td");
+    const box = document.createElement("input");
+    box.type = "checkbox";
+    box.className = "plugin-enabled";
+    box.checked = p.enabled;
+    box.title = p.enabled ? "Disable" : "Enable";
+    box.onclick = (ev) => {
+      ev.stopPropagation();
+      act(() => api("POST", `/api/admin/plugins/${encodeURIComponent(p.name)}/${box.checked ? "enable" : "disable"}`));
+    };
+    en.append(box);
+    const c = p.counters;
+    tr.append(cell(p.name + (p.builtin ? " (built-in)" : "")), cell(p.version), cell(p.kind), cell(p.wit),
+      state, en, cell(p.tools.length), cell(`${c.calls} / ${c.failures} / ${c.denials}`), cell(p.last_error || ""));
+    tr.onclick = () => { consoleState.review = false; consoleState.selected = p.name; renderDetail(p, false); renderPluginTable(); };
+    return tr;
+  }));
+}
+
+const LIST_KINDS = [["http", "Outbound HTTP"], ["exec", "Programs"], ["env", "Environment"], ["secrets", "Secrets"]];
+
+// Requested (left) vs granted (right, editable) for every capability family.
+function renderDetail(p, review) {
+  const el = $("#plugin-detail");
+  el.classList.remove("hidden");
+  el.replaceChildren();
+  const h = document.createElement("h3");
+  h.textContent = review ? `Review ${p.name} ${p.version}: grant what it may use` : `${p.name} ${p.version || ""}`;
+  const meta = document.createElement("p");
+  meta.className = "muted";
+  meta.textContent = `${p.description || ""} · grant from: ${p.grant_source} · tools: ${p.tools.join(", ") || "-"}`;
+  el.append(h, meta);
+  if (p.last_error) {
+    const err = document.createElement("p");
+    err.className = "error";
+    err.textContent = (p.state === "update_failed" ? "Update failed (previous version serving): " : "Error: ") + p.last_error;
+    el.append(err);
+  }
+  const req = p.requested || {};
+  const got = p.granted || {};
+  const grid = document.createElement("div");
+  grid.className = "grants";
+  const head = (t) => { const d = document.createElement("div"); d.className = "head"; d.textContent = t; return d; };
+  grid.append(head("Requested"), head("Granted"));
+  const row = (left, right) => { const a = document.createElement("div"); a.textContent = left; grid.append(a, right); };
+  const check = (kind, value, on, label) => {
+    const l = document.createElement("label");
+    const b = document.createElement("input");
+    b.type = "checkbox";
+    b.checked = on;
+    b.dataset.kind = kind;
+    b.dataset.value = value;
+    l.append(b, " " + (label || value));
+    return l;
+  };
+  (req.filesystem || []).forEach((f) => {
+    const on = (got.filesystem || []).some((g) => g.path === f.path);
+    row(`filesystem ${f.path} (${f.access})`, check("filesystem", JSON.stringify(f), on, `${f.path} (${f.access})`));
+  });
+  LIST_KINDS.forEach(([kind, title]) => {
+    const wanted = req[kind] || [];
+    const have = got[kind] || [];
+    wanted.forEach((v) => row(`${title}: ${v}`, check(kind, v, have.includes(v))));
+    // Concrete values for requests like "<configured>" (e.g. a provider's model host).
+    const extra = have.filter((v) => !wanted.includes(v));
+    if (kind === "http" && (wanted.length || extra.length)) {
+      const input = document.createElement("input");
+      input.className = "grant-extra";
+      input.dataset.kind = kind;
+      input.placeholder = "more hosts, comma-separated";
+      input.value = extra.join(", ");
+      row(`${title}: other hosts`, input);
+    }
+  });
+  if (req.model) row("model access", check("model", "true", !!got.model, "may ask the session's model"));
+  if (grid.children.length === 2) row("nothing", document.createTextNode("nothing to grant"));
+  el.append(grid);
+  const actions = document.createElement("div");
+  actions.className = "detail-actions";
+  const button = (text, cls, fn) => { const b = document.createElement("button"); b.textContent = text; b.className = cls; b.onclick = fn; actions.append(b); };
+  const url = `/api/admin/plugins/${encodeURIComponent(p.name)}`;
+  if (review) {
+    button("Grant selected & enable", "grant-enable", () => act(async () => {
+      await api("PUT", url + "/grants", { grant: collectGrant(el) });
+      await api("POST", url + "/enable");
+      consoleState.review = false;
+    }));
+    button("Keep disabled", "grant-later", () => { consoleState.review = false; loadPlugins(); });
+  } else {
+    button("Save grant", "grant-save", () => act(() => api("PUT", url + "/grants", { grant: collectGrant(el) })));
+    button("Reset to default", "grant-default", () => act(() => api("PUT", url + "/grants", { default: true })));
+    button("Reload", "plugin-reload", () => act(() => api("POST", url + "/reload")));
+    if (!p.builtin) {
+      button("Uninstall", "plugin-uninstall", () => {
+        if (confirm(`Uninstall ${p.name}?`)) act(async () => { await api("DELETE", url); consoleState.selected = null; $("#plugin-detail").classList.add("hidden"); });
+      });
+    }
+  }
+  el.append(actions);
+}
+
+function collectGrant(el) {
+  const grant = { filesystem: [], http: [], exec: [], env: [], secrets: [], model: false };
+  el.querySelectorAll(".grants input[type=checkbox]:checked").forEach((b) => {
+    const kind = b.dataset.kind;
+    if (kind === "filesystem") grant.filesystem.push(JSON.parse(b.dataset.value));
+    else if (kind === "model") grant.model = true;
+    else grant[kind].push(b.dataset.value);
+  });
+  el.querySelectorAll(".grant-extra").forEach((i) => {
+    i.value.split(",").map((s) => s.trim()).filter(Boolean).forEach((v) => {
+      if (!grant[i.dataset.kind].includes(v)) grant[i.dataset.kind].push(v);
+    });
+  });
+  return grant;
+}
+
+async function installPlugin() {
+  $("#console-error").textContent = "";
+  const manifest = $("#install-manifest").files[0];
+  const component = $("#install-component").files[0];
+  if (!manifest || !component) {
+    $("#console-error").textContent = "choose both plugin.toml and the .wasm component";
+    return;
+  }
+  const form = new FormData();
+  form.append("manifest", manifest);
+  form.append("component", component);
+  const replace = $("#install-replace").checked ? "?replace=true" : "";
+  const r = await fetch("/v1/api/admin/plugins/install" + replace, { method: "POST", body: form, credentials: "same-origin" });
+  let data = null;
+  try { data = await r.json(); } catch (_) { data = null; }
+  if (!r.ok) {
+    $("#console-error").textContent = (data && data.error) || r.statusText;
+    return;
+  }
+  $("#install-form").reset();
+  consoleState.selected = data.name;
+  consoleState.review = data.state === "disabled";
+  renderDetail(data, consoleState.review);
+  await loadPlugins();
+}
