@@ -1,4 +1,4 @@
-//! `turnstone plugins enable|disable|grant|revoke|install|uninstall|reload`:
+//! `turnstone plugins enable|disable|grant|revoke|config|install|uninstall|reload`:
 //! operator changes written to the `plugins` table of the server's database
 //! (and its audit log). Running servers on that database apply them within
 //! about a second; nothing here needs a server.
@@ -103,6 +103,20 @@ pub enum AdminAction {
         /// Revoke everything.
         #[arg(long)]
         all: bool,
+    },
+    /// Set values the plugin reads with `config.get` (stored over
+    /// `[plugins.config.<name>]`).
+    Config {
+        /// Plugin name.
+        name: String,
+        /// `KEY=VALUE` pairs to set.
+        pairs: Vec<String>,
+        /// Keys to remove (repeatable).
+        #[arg(long)]
+        unset: Vec<String>,
+        /// Start from an empty overlay.
+        #[arg(long)]
+        clear: bool,
     },
     /// Install a plugin from a directory (plugin.toml + component) or a .wasm
     /// with --manifest. It lands disabled with nothing granted: review what it
@@ -209,6 +223,36 @@ pub async fn run(
             }
             let left = store.revoke(&who, &e, (!*all).then_some(&what)).await?;
             writeln!(out, "{name}: grant now {}", caps_summary(&left))?;
+        }
+        AdminAction::Config {
+            name,
+            pairs,
+            unset,
+            clear,
+        } => {
+            let e = entry(&loaded, name)?;
+            let mut config: std::collections::BTreeMap<String, String> = if *clear {
+                Default::default()
+            } else {
+                db.get_plugin(name)
+                    .await?
+                    .and_then(|r| serde_json::from_str(&r.config).ok())
+                    .unwrap_or_default()
+            };
+            for p in pairs {
+                let (k, v) = p
+                    .split_once('=')
+                    .with_context(|| format!("{p:?}: expected KEY=VALUE"))?;
+                if k.is_empty() {
+                    bail!("{p:?}: empty key");
+                }
+                config.insert(k.to_string(), v.to_string());
+            }
+            for k in unset {
+                config.remove(k);
+            }
+            store.set_config(&who, &e, &config).await?;
+            writeln!(out, "{name}: config {}", serde_json::to_string(&config)?)?;
         }
         AdminAction::Install {
             path,

@@ -524,6 +524,29 @@ async fn revoking_a_capability_denies_the_next_call_and_granting_it_back_allows_
         plugin(&srv, &admin, "hostile").await["granted"]["http"],
         json!(["127.0.0.1"])
     );
+
+    // The config overlay reaches the loaded plugin (re-bound, same component).
+    let sha = plugin(&srv, &admin, "hostile").await["wasm_sha256"].clone();
+    let (s, v) = srv
+        .call(
+            "PUT",
+            "/v1/api/admin/plugins/hostile/config",
+            Some(&admin),
+            Some(json!({"config": {"mode": "strict"}})),
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["config"], json!({"mode": "strict"}));
+    assert_eq!(v["wasm_sha256"], sha);
+    let (s, v) = srv
+        .call(
+            "PUT",
+            "/v1/api/admin/plugins/hostile/config",
+            Some(&admin),
+            Some(json!({"config": {"n": 5}})),
+        )
+        .await;
+    assert_eq!(s, 400, "{v}");
 }
 
 async fn upload(
@@ -734,6 +757,20 @@ async fn cli_changes_on_the_same_database_reach_the_running_server() {
     assert!(!ok && out.contains("--all"), "{out}");
     let (ok, out) = cli(&srv, &["grant", "hostile", "--http", "*"]);
     assert!(!ok && out.contains("not allowed"), "{out}");
+    let (ok, out) = cli(&srv, &["config", "marker", "mode=fast", "depth=2"]);
+    assert!(ok, "{out}");
+    wait_plugin(&srv, &admin, "marker", 10, |p| {
+        p["config"] == json!({"mode": "fast", "depth": "2"})
+    })
+    .await;
+    let (ok, out) = cli(&srv, &["config", "marker", "--unset", "depth"]);
+    assert!(ok, "{out}");
+    wait_plugin(&srv, &admin, "marker", 10, |p| {
+        p["config"] == json!({"mode": "fast"})
+    })
+    .await;
+    let (ok, out) = cli(&srv, &["config", "marker", "no-equals-sign"]);
+    assert!(!ok && out.contains("KEY=VALUE"), "{out}");
     let (ok, out) = cli(&srv, &["disable", "nope"]);
     assert!(!ok && out.contains("no plugin named"), "{out}");
 

@@ -142,7 +142,11 @@ async fn ungranted_hosts_are_denied_before_any_connection() {
         0,
         "no connection may be opened"
     );
-    assert_eq!(p.ctx.counters.denials(), 2, "hook denials are counted");
+    assert_eq!(
+        p.ctx.counters.denials(),
+        3,
+        "every denial is counted: the SDK's pre-check and the send hook's two"
+    );
 }
 
 #[tokio::test]

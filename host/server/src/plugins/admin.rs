@@ -226,6 +226,29 @@ impl<'a> PluginStore<'a> {
         Ok(after)
     }
 
+    /// Replaces the stored config overlay (values the plugin reads with
+    /// `config.get`, laid over `[plugins.config.<name>]`).
+    pub async fn set_config(
+        &self,
+        actor: &Actor,
+        entry: &PluginEntry,
+        config: &std::collections::BTreeMap<String, String>,
+    ) -> Result<(), AdminError> {
+        let name = entry.name();
+        let mut row = self.ensure_row(entry).await?;
+        let before: Value = serde_json::from_str(&row.config).unwrap_or(Value::Null);
+        row.config = serde_json::to_string(config).unwrap_or_else(|_| "{}".into());
+        self.db.upsert_plugin(&row).await?;
+        self.audit(
+            actor,
+            "plugin.config",
+            &name,
+            json!({ "before": before, "after": config }),
+        )
+        .await;
+        Ok(())
+    }
+
     /// Asks every node to reload the plugin from disk.
     pub async fn request_reload(
         &self,
@@ -394,6 +417,21 @@ impl PluginAdmin {
         let entry = self.entry(name)?;
         PluginStore::new(&self.db)
             .set_grant(actor, &entry, grant)
+            .await?;
+        self.sync().await?;
+        Ok(())
+    }
+
+    /// Replaces the config overlay of `name` and applies it here.
+    pub async fn set_config(
+        &self,
+        actor: &Actor,
+        name: &str,
+        config: &std::collections::BTreeMap<String, String>,
+    ) -> Result<(), AdminError> {
+        let entry = self.entry(name)?;
+        PluginStore::new(&self.db)
+            .set_config(actor, &entry, config)
             .await?;
         self.sync().await?;
         Ok(())
@@ -691,6 +729,19 @@ async fn persist_states(
                 .await
             {
                 tracing::warn!(plugin = %c.plugin, "cannot record plugin state: {e}");
+            }
+            // Keep the stored version in step with what serves after an update.
+            let serving = snap.entry(&c.plugin).and_then(|e| match &e.status {
+                PluginStatus::Loaded(p) => Some(p.manifest.plugin.version.clone()),
+                _ => None,
+            });
+            if let (Some(v), Ok(Some(mut row))) = (serving, admin.db.get_plugin(&c.plugin).await)
+                && row.version != v
+            {
+                row.version = v;
+                if let Err(e) = admin.db.upsert_plugin(&row).await {
+                    tracing::warn!(plugin = %c.plugin, "cannot record plugin version: {e}");
+                }
             }
         }
     }

@@ -51,6 +51,7 @@ pub fn plugin_view(entry: &PluginEntry, row: Option<&PluginRecord>, shared: &Sha
         "requested": requested,
         "granted": serde_json::to_value(entry.effective_grant()).unwrap_or(Value::Null),
         "grant_source": grant_source,
+        "config": loaded.map(|p| serde_json::to_value(&p.ctx.config).unwrap_or(Value::Null)),
         "skipped_grants": loaded.map(|p| p.skipped_grants.clone()).unwrap_or_default(),
         "wasm_sha256": loaded.map(|p| p.wasm_sha256.clone()),
         "counters": {

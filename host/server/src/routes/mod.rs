@@ -118,6 +118,10 @@ pub fn api() -> axum::Router<AppState> {
         )
         .route("/api/admin/plugins/{name}/revoke", post(plugins::revoke))
         .route(
+            "/api/admin/plugins/{name}/config",
+            axum::routing::put(plugins::set_config),
+        )
+        .route(
             "/api/admin/plugins/{name}/reload",
             post(plugins::reload_one),
         )

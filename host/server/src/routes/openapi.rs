@@ -44,7 +44,7 @@ impl Modify for Security {
         sse::workstream_events, sse::global_events,
         attachments::upload, attachments::list, attachments::content, attachments::remove,
         plugins::list, plugins::detail, plugins::enable, plugins::disable, plugins::set_grants,
-        plugins::revoke, plugins::reload_one, plugins::reload_all, plugins::install,
+        plugins::revoke, plugins::set_config, plugins::reload_one, plugins::reload_all, plugins::install,
         plugins::uninstall, plugins::audit,
     ),
     components(schemas(super::ErrorBody)),

@@ -160,6 +160,29 @@ pub(crate) async fn set_grants(
     Ok(Json(view_of(&a, &name).await?))
 }
 
+/// `PUT …/config`: the plugin's config overlay (string values).
+#[derive(Deserialize, utoipa::ToSchema)]
+pub(crate) struct ConfigBody {
+    /// Key → value; replaces the stored overlay (`{}` clears it).
+    config: std::collections::BTreeMap<String, String>,
+}
+
+#[utoipa::path(put, path = "/v1/api/admin/plugins/{name}/config", tag = "admin", summary = "Set a plugin's config overlay", params(("name" = String, Path, description = "Plugin name")), request_body = ConfigBody, responses((status = 200, description = "The plugin after the change", body = Object), (status = 400, description = "Bad body", body = crate::routes::ErrorBody), (status = 403, description = "Scope or permission missing", body = crate::routes::ErrorBody), (status = 404, description = "Not found", body = crate::routes::ErrorBody)))]
+pub(crate) async fn set_config(
+    State(state): State<AppState>,
+    Extension(id): Extension<Identity>,
+    addr: Option<Extension<ConnectInfo<SocketAddr>>>,
+    Path(name): Path<String>,
+    body: axum::body::Bytes,
+) -> Result<Json<Value>, ApiError> {
+    let body: ConfigBody = serde_json::from_slice(&body)
+        .map_err(|e| bad_request(format!("invalid config body: {e}")))?;
+    let a = admin(&state, &id)?;
+    a.set_config(&actor(&id, peer(addr)), &name, &body.config)
+        .await?;
+    Ok(Json(view_of(&a, &name).await?))
+}
+
 /// `POST …/revoke`: capabilities to remove; an empty body or `{}` with
 /// `"all": true` removes every one.
 #[derive(Deserialize, utoipa::ToSchema)]
