@@ -303,6 +303,9 @@ mod tests {
                 Some(Scope::Approve),
             ),
             ("PUT", "/api/admin/settings/x", Some(Scope::Approve)),
+            // Reading admin state is admin work too (the original's read scope
+            // would show every plugin's grants to any token).
+            ("GET", "/api/admin/plugins", Some(Scope::Approve)),
             ("POST", "/api/_internal/model-reload", Some(Scope::Approve)),
             ("GET", "/api/events/global", Some(Scope::Read)),
             ("PATCH", "/api/unknown", Some(Scope::Write)),
