@@ -340,6 +340,21 @@ async fn disabling_a_plugin_removes_its_tools_and_enabling_brings_them_back() {
         .await;
     assert_eq!(s, 200, "{v}");
     assert_eq!(v["state"], "disabled");
+    let metrics = srv
+        .http
+        .get(srv.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("turnstone_plugin_state{plugin=\"marker\",state=\"disabled\"} 1")
+            && metrics.contains("turnstone_plugin_state{plugin=\"bash\",state=\"loaded\"} 1")
+            && metrics.contains("turnstone_plugin_registry_generation 1\n"),
+        "{metrics}"
+    );
     let (results, end) = turn_results(&srv, &admin, &ws, "use the marker").await;
     assert_eq!(end["state"], "idle");
     let reqs = srv.llm.requests();

@@ -36,6 +36,10 @@ pub struct Snapshot<'a> {
     pub model: &'a str,
     /// (plugin, calls, failures, denials).
     pub plugins: Vec<(String, u64, u64, u64)>,
+    /// (plugin, state) for every plugin this node knows.
+    pub plugin_states: Vec<(String, &'static str)>,
+    /// How many times the plugin registry was swapped since start.
+    pub plugin_generation: u64,
 }
 
 impl Metrics {
@@ -157,6 +161,20 @@ impl Metrics {
             let _ = writeln!(
                 o,
                 "turnstone_http_request_duration_seconds_count{{{labels}}} {n}"
+            );
+        }
+        let _ = writeln!(o, "# TYPE turnstone_plugin_registry_generation counter");
+        let _ = writeln!(
+            o,
+            "turnstone_plugin_registry_generation {}",
+            snap.plugin_generation
+        );
+        let _ = writeln!(o, "# TYPE turnstone_plugin_state gauge");
+        for (name, state) in &snap.plugin_states {
+            let _ = writeln!(
+                o,
+                "turnstone_plugin_state{{plugin=\"{}\",state=\"{state}\"}} 1",
+                escape(name)
             );
         }
         for (kind, idx) in [("calls", 1), ("failures", 2), ("denials", 3)] {

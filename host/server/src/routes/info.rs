@@ -71,11 +71,21 @@ pub fn metrics_text(state: &AppState) -> String {
         .unwrap_or_default();
     let mut ws = counts(state);
     ws.remove("total");
-    let plugins = n
-        .mgr
-        .deps
-        .registry
-        .snapshot()
+    let registry = n.mgr.deps.registry.snapshot();
+    let plugin_states = registry
+        .entries()
+        .iter()
+        .map(|e| {
+            let state = match (&e.status, &e.update_error) {
+                (turnstone_runtime::PluginStatus::Loaded(_), Some(_)) => "update_failed",
+                (turnstone_runtime::PluginStatus::Loaded(_), None) => "loaded",
+                (turnstone_runtime::PluginStatus::Disabled, _) => "disabled",
+                (turnstone_runtime::PluginStatus::Failed(_), _) => "failed",
+            };
+            (e.name(), state)
+        })
+        .collect();
+    let plugins = registry
         .loaded()
         .map(|p| {
             let c = &p.ctx.counters;
@@ -87,6 +97,8 @@ pub fn metrics_text(state: &AppState) -> String {
         uptime: state.started.elapsed().as_secs_f64(),
         model: &model,
         plugins,
+        plugin_states,
+        plugin_generation: n.mgr.deps.registry.generation(),
     })
 }
 
