@@ -192,9 +192,19 @@ pub async fn build(
     let mut changes = Vec::new();
     let scan = opts.clone();
     // Directory listing is blocking I/O; keep it off the async workers.
-    let found = tokio::task::spawn_blocking(move || sources(&scan))
-        .await
-        .unwrap_or_default();
+    let found = match tokio::task::spawn_blocking(move || sources(&scan)).await {
+        Ok(found) => found,
+        // An empty listing would read as "every plugin removed": keep what is
+        // in force and report no change instead.
+        Err(e) => {
+            tracing::error!("plugin directory scan failed ({e}); keeping the current plugins");
+            let keep = prev.map(|p| PluginRegistry {
+                entries: p.entries.clone(),
+                retired: p.retired.clone(),
+            });
+            return (keep.unwrap_or_default(), changes);
+        }
+    };
     let ctx = PassCtx {
         runtime,
         opts,

@@ -4,7 +4,7 @@
 //! `admin.plugins` permission.
 
 use super::{need, node};
-use crate::http::{ApiError, AppState, Identity, bad_request};
+use crate::http::{ApiError, AppState, Identity, bad_request, parse};
 use crate::plugins::{Actor, AdminError, PluginAdmin, plugin_view};
 use axum::extract::{ConnectInfo, Multipart, Path, Query, State};
 use axum::http::StatusCode;
@@ -143,8 +143,7 @@ pub(crate) async fn set_grants(
     Path(name): Path<String>,
     body: axum::body::Bytes,
 ) -> Result<Json<Value>, ApiError> {
-    let body: GrantBody = serde_json::from_slice(&body)
-        .map_err(|e| bad_request(format!("invalid grant body: {e}")))?;
+    let body: GrantBody = parse(&body)?;
     let grant = match (body.grant, body.default) {
         (Some(g), false) => Some(g),
         (None, true) => None,
@@ -175,8 +174,7 @@ pub(crate) async fn set_config(
     Path(name): Path<String>,
     body: axum::body::Bytes,
 ) -> Result<Json<Value>, ApiError> {
-    let body: ConfigBody = serde_json::from_slice(&body)
-        .map_err(|e| bad_request(format!("invalid config body: {e}")))?;
+    let body: ConfigBody = parse(&body)?;
     let a = admin(&state, &id)?;
     a.set_config(&actor(&id, peer(addr)), &name, &body.config)
         .await?;
@@ -209,8 +207,7 @@ pub(crate) async fn revoke(
             all: true,
         }
     } else {
-        serde_json::from_slice(&body)
-            .map_err(|e| bad_request(format!("invalid revoke body: {e}")))?
+        parse(&body)?
     };
     let what = match (body.revoke, body.all) {
         (Some(w), false) => Some(w),
