@@ -181,21 +181,67 @@ impl From<&str> for Output {
     }
 }
 
-/// A failed tool call; the message is shown to the model as an error result.
-#[derive(Debug, Clone)]
-pub struct ToolError(pub String);
+/// A failed tool call, shown to the model as an error result.
+///
+/// A message ([`ToolError::new`]) reaches the model as `Error: <message>`
+/// with exactly one prefix, added here: a message that already starts with
+/// `Error:` is not prefixed again. Failed *output* ([`ToolError::output`],
+/// e.g. the transcript of a command that exited non-zero) is passed on as is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolError {
+    text: String,
+    verbatim: bool,
+}
 
 impl ToolError {
     /// An error with this message.
     pub fn new(msg: impl Into<String>) -> Self {
-        Self(msg.into())
+        Self {
+            text: msg.into(),
+            verbatim: false,
+        }
+    }
+
+    /// A failed result whose text is the tool's output, sent unchanged.
+    pub fn output(text: impl Into<String>) -> Self {
+        Self {
+            text: text.into(),
+            verbatim: true,
+        }
+    }
+
+    /// The message (or output) as the tool gave it.
+    pub fn message(&self) -> &str {
+        &self.text
+    }
+
+    /// The text the model sees.
+    pub fn into_text(self) -> String {
+        if self.verbatim {
+            self.text
+        } else {
+            error_text(&self.text)
+        }
     }
 }
 
 impl<E: std::fmt::Display> From<E> for ToolError {
     fn from(e: E) -> Self {
-        Self(e.to_string())
+        Self::new(e.to_string())
     }
+}
+
+/// `msg` with exactly one leading `Error: ` (repeated prefixes collapse).
+pub fn error_text(msg: &str) -> String {
+    let mut rest = msg.trim_start();
+    while let Some(r) = rest
+        .get(..6)
+        .filter(|p| p.eq_ignore_ascii_case("error:"))
+        .map(|_| rest[6..].trim_start())
+    {
+        rest = r;
+    }
+    format!("Error: {rest}")
 }
 
 /// The context of one call.
@@ -324,8 +370,8 @@ pub mod __private {
     }
 
     pub fn prepare<T: Tool>(arguments: &str, ctx: CallContext) -> Result<WitPreview, String> {
-        let args = parse::<T>(arguments)?;
-        let p = T::prepare(&args, &Context::from_wit(ctx)).map_err(|e| e.0)?;
+        let args = parse::<T>(arguments).map_err(|e| error_text(&e))?;
+        let p = T::prepare(&args, &Context::from_wit(ctx)).map_err(ToolError::into_text)?;
         Ok(WitPreview {
             header: p.header,
             body: p.body,
@@ -335,7 +381,7 @@ pub mod __private {
 
     pub fn execute<T: Tool>(arguments: &str, ctx: CallContext) -> ToolResult {
         let result = parse::<T>(arguments)
-            .map_err(ToolError)
+            .map_err(ToolError::new)
             .and_then(|args| T::execute(args, &Context::from_wit(ctx)));
         match result {
             Ok(out) => ToolResult {
@@ -352,7 +398,7 @@ pub mod __private {
                     .collect(),
             },
             Err(e) => ToolResult {
-                output: e.0,
+                output: e.into_text(),
                 is_error: true,
                 preview: None,
                 images: Vec::new(),
@@ -361,7 +407,7 @@ pub mod __private {
     }
 
     pub fn unknown(tool: &str) -> String {
-        format!("this plugin has no tool named {tool:?}")
+        error_text(&format!("this plugin has no tool named {tool:?}"))
     }
 }
 
@@ -457,5 +503,26 @@ mod tests {
         assert!(!required.contains(&"limit"));
         assert!(s.get("$schema").is_none() && s.get("title").is_none());
         assert!(!s.to_string().contains("$ref"));
+    }
+
+    #[test]
+    fn error_messages_carry_exactly_one_prefix() {
+        assert_eq!(
+            error_text("file not found: /a"),
+            "Error: file not found: /a"
+        );
+        assert_eq!(error_text("Error: x"), "Error: x");
+        assert_eq!(error_text("Error: Error:  x"), "Error: x");
+        assert_eq!(error_text("  error: x"), "Error: x");
+        assert_eq!(error_text("Errors: x"), "Error: Errors: x");
+        assert_eq!(ToolError::new("Error: bad").into_text(), "Error: bad");
+        assert_eq!(ToolError::new("bad").into_text(), "Error: bad");
+        assert_eq!(
+            ToolError::output("ls: no such file\n[exit code 2]").into_text(),
+            "ls: no such file\n[exit code 2]"
+        );
+        let from: ToolError = std::io::Error::other("disk full").into();
+        assert_eq!(from.message(), "disk full");
+        assert_eq!(from.into_text(), "Error: disk full");
     }
 }

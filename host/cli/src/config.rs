@@ -37,6 +37,13 @@ pub struct HostConfig {
 pub struct AuthConfig {
     /// HS256 secret for session JWTs (≥ 32 chars; `$TURNSTONE_JWT_SECRET` overrides).
     pub jwt_secret: Option<String>,
+    /// Mark the session cookie `Secure` (default: on unless the server is
+    /// bound to a loopback address; always on for requests that came over
+    /// HTTPS through a proxy).
+    pub cookie_secure: Option<bool>,
+    /// `[auth.login_throttle]`: failed-login throttling (on by default).
+    #[serde(default)]
+    pub login_throttle: turnstone_server::login_throttle::LoginThrottleConfig,
 }
 
 /// `[server]`.
@@ -55,10 +62,36 @@ pub struct ServerConfig {
     pub event_ring: usize,
     /// Seconds running turns get to finish at shutdown before they are cancelled.
     pub shutdown_grace: u64,
+    /// Seconds a client has to send a request's head (also closes idle
+    /// keep-alive connections).
+    pub header_timeout: f64,
+    /// Seconds a request body may stall before the request is abandoned.
+    pub body_timeout: f64,
+    /// Concurrent connections per client address (0 = no cap).
+    pub max_connections_per_ip: usize,
+}
+
+impl ServerConfig {
+    /// The connection limits, checked.
+    pub fn connection_limits(&self) -> Result<turnstone_server::serve::ConnectionLimits> {
+        let secs = |v: f64, name: &str| -> Result<std::time::Duration> {
+            anyhow::ensure!(
+                v.is_finite() && v > 0.0 && v <= 3600.0,
+                "[server] {name} must be between 0 and 3600 seconds"
+            );
+            Ok(std::time::Duration::from_secs_f64(v))
+        };
+        Ok(turnstone_server::serve::ConnectionLimits {
+            header_timeout: secs(self.header_timeout, "header_timeout")?,
+            body_timeout: secs(self.body_timeout, "body_timeout")?,
+            max_per_ip: self.max_connections_per_ip,
+        })
+    }
 }
 
 impl Default for ServerConfig {
     fn default() -> Self {
+        let limits = turnstone_server::serve::ConnectionLimits::default();
         Self {
             host: "127.0.0.1".into(),
             port: 8080,
@@ -66,6 +99,9 @@ impl Default for ServerConfig {
             workstream_idle_timeout: 120.0,
             event_ring: turnstone_server::events::DEFAULT_RING,
             shutdown_grace: 10,
+            header_timeout: limits.header_timeout.as_secs_f64(),
+            body_timeout: limits.body_timeout.as_secs_f64(),
+            max_connections_per_ip: limits.max_per_ip,
         }
     }
 }

@@ -206,7 +206,7 @@ pub async fn call_tool(
             }
         }
         Err(refusal) => {
-            println!("{refusal}");
+            println!("{}", turnstone_runtime::tool_error_text(&refusal));
             return Ok(true);
         }
     }

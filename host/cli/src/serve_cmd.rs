@@ -5,7 +5,8 @@ use anyhow::{Context, Result, bail};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use turnstone_server::auth::JwtKeys;
-use turnstone_server::http::AppState;
+use turnstone_server::http::{AppState, LoginPolicy};
+use turnstone_server::login_throttle::LoginThrottle;
 use turnstone_server::manager::{Deps, Limits, Manager};
 use turnstone_server::metrics::Metrics;
 use turnstone_server::plugins::{AdminOptions, PluginAdmin};
@@ -94,6 +95,11 @@ pub async fn run(
     let secret = jwt_secret(cfg.auth.jwt_secret.as_deref())?;
     let keys = JwtKeys::new(&secret).map_err(|e| anyhow::anyhow!("JWT secret: {e}"))?;
     let limiter = RateLimiter::from_config(&cfg.ratelimit).map_err(anyhow::Error::msg)?;
+    cfg.auth
+        .login_throttle
+        .validate()
+        .map_err(anyhow::Error::msg)?;
+    let connection_limits = cfg.server.connection_limits()?;
     let app = App::start(plugins, flags, DbDefault::WorkingDir).await?;
     let server = &app.loaded.config.server;
     let host = args.host.clone().unwrap_or_else(|| server.host.clone());
@@ -140,6 +146,16 @@ pub async fn run(
         limits,
         metrics.clone(),
     );
+    let loopback = host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    let cookie_secure = cfg.auth.cookie_secure.unwrap_or(!loopback);
+    if cookie_secure && !loopback {
+        eprintln!(
+            "note: session cookies are marked Secure (bound to {host}); browsers keep them only over HTTPS.              Serve behind a TLS proxy, or set [auth] cookie_secure = false for plain HTTP on a trusted network."
+        );
+    }
     let state = AppState {
         db: app.storage.clone(),
         keys: Arc::new(keys),
@@ -152,6 +168,11 @@ pub async fn run(
             plugins: Some(plugins),
         })),
         limiter: limiter.map(Arc::new),
+        login: Arc::new(LoginPolicy {
+            passwords: Default::default(),
+            throttle: LoginThrottle::new(&cfg.auth.login_throttle),
+            cookie_secure,
+        }),
     };
     let listener = tokio::net::TcpListener::bind((host.as_str(), port))
         .await
@@ -169,7 +190,8 @@ pub async fn run(
         app.model_line(),
         started.elapsed().as_millis()
     );
-    turnstone_server::serve::serve(listener, state, shutdown_signal(), grace).await?;
+    turnstone_server::serve::serve(listener, state, shutdown_signal(), grace, connection_limits)
+        .await?;
     eprintln!("turnstone stopped");
     Ok(())
 }

@@ -102,3 +102,39 @@ pub enum RuntimeError {
     #[error("runtime setup failed: {0}")]
     Io(#[from] std::io::Error),
 }
+
+/// The one format of an error message in a tool result: exactly one leading
+/// `Error: ` (a message that already carries it, or several, keeps one).
+/// Used for refusals at prepare time and host-side call failures; guests built
+/// with the SDK format their own execute-time errors the same way.
+pub fn tool_error_text(msg: &str) -> String {
+    let mut rest = msg.trim_start();
+    while let Some(r) = rest
+        .get(..6)
+        .filter(|p| p.eq_ignore_ascii_case("error:"))
+        .map(|_| rest[6..].trim_start())
+    {
+        rest = r;
+    }
+    format!("Error: {rest}")
+}
+
+#[cfg(test)]
+mod text_tests {
+    use super::tool_error_text;
+
+    #[test]
+    fn one_prefix_whatever_the_input() {
+        for (input, want) in [
+            ("read x first", "Error: read x first"),
+            ("Error: read x first", "Error: read x first"),
+            ("Error: Error: read x first", "Error: read x first"),
+            ("error:read x", "Error: read x"),
+            ("  Error:  x", "Error: x"),
+            ("Errors happen", "Error: Errors happen"),
+            ("", "Error: "),
+        ] {
+            assert_eq!(tool_error_text(input), want, "{input:?}");
+        }
+    }
+}

@@ -192,15 +192,19 @@ pub struct ToolSpec {
 
 impl ToolSpec {
     /// Normalises raw model arguments: a JSON object passes through unchanged
-    /// (byte-exact); a bare string (JSON string or not JSON at all) maps to the
-    /// tool's `primary_key`. Anything else is a clear error.
+    /// (byte-exact) unless a value needs converting to the type the tool's
+    /// schema declares (`"near_line": "3"` → `3`, see [`crate::coerce`]); a
+    /// bare string (JSON string or not JSON at all) maps to the tool's
+    /// `primary_key`. Anything else is a clear error.
     pub fn coerce_arguments(&self, raw: &str) -> Result<String, String> {
         let trimmed = raw.trim();
         if trimmed.is_empty() {
             return Ok("{}".into());
         }
         match serde_json::from_str::<serde_json::Value>(trimmed) {
-            Ok(serde_json::Value::Object(_)) => Ok(raw.to_string()),
+            Ok(serde_json::Value::Object(members)) => {
+                Ok(crate::coerce::coerce_text(raw, members, &self.parameters))
+            }
             Ok(serde_json::Value::String(s)) => self.wrap_primary(s),
             Ok(other) => Err(format!(
                 "arguments for {} must be a JSON object, got {}",

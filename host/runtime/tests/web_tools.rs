@@ -190,6 +190,12 @@ async fn web_fetch_is_ssrf_guarded_on_every_hop() {
         "http://169.254.169.254/latest/meta-data/".to_string(),
         format!("http://[::ffff:127.0.0.1]:{port}/page"),
         format!("http://sneaky.test:{port}/page"),
+        // Teredo (client 127.0.0.1), NAT64 local-use, 6to4, Azure wire server.
+        format!("http://[2001:0:4136:e378:8000:63bf:80ff:fffe]:{port}/page"),
+        format!("http://[64:ff9b:1::7f00:1]:{port}/page"),
+        format!("http://[2002:7f00:1::]:{port}/page"),
+        "http://168.63.129.16/machine".to_string(),
+        "http://[2001:2::1]/".to_string(),
     ] {
         let (out, err) = fetch(&p, &url).await;
         assert!(err && out.contains("SSRF guard"), "{url}: {out}");
@@ -230,6 +236,18 @@ async fn web_fetch_is_ssrf_guarded_on_every_hop() {
         .unwrap()
         .unwrap_err();
     assert!(refused.contains("only http"), "{refused}");
+    // No host, or an IPv6 zone id: a clear refusal, never a lookup.
+    for (url, why) in [
+        ("http:///nohost", "has no host"),
+        ("http://[fd00::1%eth0]/", "zone id"),
+    ] {
+        let (out, err) = fetch(&p, url).await;
+        assert!(err && out.contains(why), "{url}: {out}");
+        assert!(
+            out.starts_with("Error: ") && !out.contains("Error: Error:"),
+            "{out}"
+        );
+    }
 }
 
 #[tokio::test]
@@ -241,6 +259,25 @@ async fn allow_private_network_opens_private_but_never_metadata() {
     assert!(!err && out.contains("42"), "{out}");
     let (out, err) = fetch(&p, "http://169.254.169.254/latest/").await;
     assert!(err && out.contains("cloud metadata"), "{out}");
+    // The opt-in opens private networks only: link-local, multicast,
+    // unspecified and reserved ranges stay closed.
+    for url in [
+        "http://169.254.170.2/v2/credentials",
+        "http://169.254.1.1/",
+        "http://[fe80::1]/",
+        "http://[fd00:ec2::23]/",
+        "http://192.0.0.192/",
+        "http://224.0.0.1/",
+        "http://0.0.0.0/",
+        "http://[::]/",
+        "http://240.0.0.1/",
+        "http://255.255.255.255/",
+        "http://[100::1]/",
+    ] {
+        let (out, err) = fetch(&p, url).await;
+        assert!(err && out.contains("SSRF guard"), "{url}: {out}");
+        assert!(!out.contains("42"), "{url}: {out}");
+    }
 }
 
 #[tokio::test]

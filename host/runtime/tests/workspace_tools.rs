@@ -127,10 +127,11 @@ async fn bash_refuses_destructive_commands_and_bad_timeouts() {
         "dd if=/dev/zero of=/dev/sda",
     ] {
         let msg = refusal(&p, "bash", json!({"command": cmd}), &ws).await;
-        assert!(msg.starts_with("Blocked:"), "{cmd}: {msg}");
+        // Every refusal carries exactly one "Error: " prefix.
+        assert!(msg.starts_with("Error: Blocked:"), "{cmd}: {msg}");
         // execute re-checks: a call that skipped prepare is refused too.
         let (out, err) = run(&p, "bash", json!({"command": cmd}), &ws).await;
-        assert!(err && out.starts_with("Blocked:"), "{out}");
+        assert!(err && out.starts_with("Error: Blocked:"), "{out}");
     }
     let msg = refusal(&p, "bash", json!({"command": "ls", "timeout": 601}), &ws).await;
     assert!(msg.contains("between 1 and 600"), "{msg}");
@@ -700,4 +701,244 @@ async fn search_finds_lines_respects_gitignore_and_caps_output() {
         200
     );
     assert!(out.contains("stopped after 200 matches"), "{out}");
+}
+
+/// Arguments as a model might send them, repaired the way the engine does
+/// (`ToolSpec::coerce_arguments`) before the call.
+fn coerced(p: &LoadedPlugin, tool: &str, args: serde_json::Value) -> String {
+    p.tool(tool)
+        .unwrap()
+        .coerce_arguments(&args.to_string())
+        .unwrap_or_else(|e| panic!("{tool}: {e}"))
+}
+
+#[tokio::test]
+async fn edit_file_overlaps_deletions_and_string_numbers() {
+    let rt = runtime();
+    let (_t, ws) = workspace();
+    let p = builtin(&rt, "files", &ws).await;
+    std::fs::write(ws.join("a.txt"), "aaa\nx\naaa\n").unwrap();
+    run(&p, "read_file", json!({"path": "a.txt"}), &ws).await;
+
+    // Overlapping occurrences are two occurrences: ambiguous, nothing written.
+    std::fs::write(ws.join("o.txt"), "aaa\n").unwrap();
+    run(&p, "read_file", json!({"path": "o.txt"}), &ws).await;
+    let msg = refusal(
+        &p,
+        "edit_file",
+        json!({"path": "o.txt", "old_string": "aa", "new_string": "X"}),
+        &ws,
+    )
+    .await;
+    assert!(msg.contains("matches 2 locations (all at line 1"), "{msg}");
+    assert!(
+        msg.contains("near_line") && msg.contains("replace_all"),
+        "{msg}"
+    );
+    assert_eq!(msg.matches("Error:").count(), 1, "{msg}");
+    let (out, err) = run(
+        &p,
+        "edit_file",
+        json!({"path": "o.txt", "old_string": "aa", "new_string": "X"}),
+        &ws,
+    )
+    .await;
+    assert!(
+        err && out.starts_with("Error: ") && !out.starts_with("Error: Error:"),
+        "{out}"
+    );
+    assert_eq!(std::fs::read_to_string(ws.join("o.txt")).unwrap(), "aaa\n");
+
+    // near_line sent as a string is accepted after coercion.
+    let args = coerced(
+        &p,
+        "edit_file",
+        json!({"path": "a.txt", "old_string": "aaa", "new_string": "bbb", "near_line": "3"}),
+    );
+    assert!(args.contains("\"near_line\":3"), "{args}");
+    let r = p
+        .execute("edit_file", &args, &ctx(&ws), sink(), None)
+        .await
+        .unwrap();
+    assert!(!r.is_error, "{}", r.output);
+    assert_eq!(
+        std::fs::read_to_string(ws.join("a.txt")).unwrap(),
+        "aaa\nx\nbbb\n"
+    );
+
+    // A missing new_string deletes (single and batch form).
+    let (out, err) = run(
+        &p,
+        "edit_file",
+        json!({"path": "a.txt", "old_string": "x\n"}),
+        &ws,
+    )
+    .await;
+    assert!(!err, "{out}");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("a.txt")).unwrap(),
+        "aaa\nbbb\n"
+    );
+    let args = json!({"path": "a.txt", "edits": [{"old_string": "bbb\n"}]});
+    let preview = p
+        .prepare("edit_file", &args.to_string(), &ctx(&ws))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(preview.header, "edit_file: a.txt (1 edit)");
+    let (out, err) = run(&p, "edit_file", args, &ws).await;
+    assert!(!err, "{out}");
+    assert_eq!(std::fs::read_to_string(ws.join("a.txt")).unwrap(), "aaa\n");
+    let two = json!({"path": "a.txt", "edits": [{"old_string": "aaa", "new_string": "c"}, {"old_string": "\n", "new_string": "!\n"}]});
+    let preview = p
+        .prepare("edit_file", &two.to_string(), &ctx(&ws))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(preview.header, "edit_file: a.txt (2 edits)");
+    let msg = refusal(
+        &p,
+        "edit_file",
+        json!({"path": "a.txt", "new_string": "y"}),
+        &ws,
+    )
+    .await;
+    assert!(msg.contains("needs the old_string"), "{msg}");
+
+    // Deleted between approval and execution: the same one-prefix format.
+    std::fs::write(ws.join("gone.txt"), "v1\n").unwrap();
+    run(&p, "read_file", json!({"path": "gone.txt"}), &ws).await;
+    let args = json!({"path": "gone.txt", "old_string": "v1", "new_string": "v2"}).to_string();
+    p.prepare("edit_file", &args, &call_ctx(&ws, "g1"))
+        .await
+        .unwrap()
+        .unwrap();
+    std::fs::remove_file(ws.join("gone.txt")).unwrap();
+    let r = p
+        .execute("edit_file", &args, &call_ctx(&ws, "g1"), sink(), None)
+        .await
+        .unwrap();
+    assert!(r.is_error, "{}", r.output);
+    assert!(
+        r.output.starts_with("Error: file not found: "),
+        "{}",
+        r.output
+    );
+}
+
+#[tokio::test]
+async fn every_numeric_and_boolean_parameter_accepts_a_string() {
+    let rt = runtime();
+    let (_t, ws) = workspace();
+    let mut checked = Vec::new();
+    for name in ["files", "bash", "search", "web"] {
+        let p = builtin(&rt, name, &ws).await;
+        for spec in &p.tools {
+            let props = spec.parameters["properties"]
+                .as_object()
+                .cloned()
+                .unwrap_or_default();
+            for (param, schema) in props {
+                let types: Vec<String> = match &schema["type"] {
+                    serde_json::Value::String(t) => vec![t.clone()],
+                    serde_json::Value::Array(a) => a
+                        .iter()
+                        .filter_map(|v| v.as_str().map(String::from))
+                        .collect(),
+                    _ => continue,
+                };
+                let (text, want) = if types.iter().any(|t| t == "integer") {
+                    ("7", json!(7))
+                } else if types.iter().any(|t| t == "number") {
+                    ("1.5", json!(1.5))
+                } else if types.iter().any(|t| t == "boolean") {
+                    ("true", json!(true))
+                } else {
+                    continue;
+                };
+                let args = spec
+                    .coerce_arguments(&json!({ param.as_str(): text }).to_string())
+                    .unwrap();
+                let v: serde_json::Value = serde_json::from_str(&args).unwrap();
+                assert_eq!(v[&param], want, "{}.{param}: {args}", spec.name);
+                checked.push(format!("{}.{param}", spec.name));
+            }
+        }
+    }
+    for must in [
+        "read_file.offset",
+        "read_file.limit",
+        "edit_file.near_line",
+        "edit_file.replace_all",
+        "bash.timeout",
+        "diff_file.context_lines",
+    ] {
+        assert!(
+            checked.iter().any(|c| c == must),
+            "{must} not among {checked:?}"
+        );
+    }
+    // Through a real call: read_file with string offset and limit.
+    let files = builtin(&rt, "files", &ws).await;
+    std::fs::write(ws.join("n.txt"), "one\ntwo\nthree\nfour\n").unwrap();
+    let args = coerced(
+        &files,
+        "read_file",
+        json!({"path": "n.txt", "offset": "2", "limit": "2"}),
+    );
+    let r = files
+        .execute("read_file", &args, &ctx(&ws), sink(), None)
+        .await
+        .unwrap();
+    assert!(!r.is_error, "{}", r.output);
+    assert!(
+        r.output.contains("two") && r.output.contains("three") && !r.output.contains("four"),
+        "{}",
+        r.output
+    );
+    let bash = builtin(&rt, "bash", &ws).await;
+    let args = coerced(&bash, "bash", json!({"command": "echo hi", "timeout": "5"}));
+    let r = bash
+        .execute("bash", &args, &ctx(&ws), sink(), None)
+        .await
+        .unwrap();
+    assert!(!r.is_error && r.output.contains("hi"), "{}", r.output);
+}
+
+#[tokio::test]
+async fn bash_guard_refuses_secrets_and_system_paths_but_not_words() {
+    let rt = runtime();
+    let (_t, ws) = workspace();
+    let p = builtin(&rt, "bash", &ws).await;
+    for cmd in [
+        "cat /proc/1/environ",
+        "cat /proc/self/environ",
+        "rm -rf /srv/cache",
+        "mv / /tmp/x",
+        "sudo -u root rm -rf /etc",
+        "bash -c 'reboot'",
+    ] {
+        let msg = refusal(&p, "bash", json!({ "command": cmd }), &ws).await;
+        assert!(msg.starts_with("Error: Blocked:"), "{cmd}: {msg}");
+        assert_eq!(msg.matches("Error:").count(), 1, "{msg}");
+    }
+    for cmd in [
+        "echo asphalt",
+        "git commit -m 'reboot the docs' --dry-run",
+        "echo make mkfs-tool",
+    ] {
+        let preview = p
+            .prepare("bash", &json!({ "command": cmd }).to_string(), &ctx(&ws))
+            .await
+            .unwrap();
+        assert!(preview.is_ok(), "{cmd}: {preview:?}");
+    }
+    // Inside the workspace an absolute path is the user's own, even under /tmp.
+    let inside = format!("rm -rf {}/build", ws.display());
+    assert!(
+        p.prepare("bash", &json!({ "command": inside }).to_string(), &ctx(&ws))
+            .await
+            .unwrap()
+            .is_ok()
+    );
 }

@@ -34,6 +34,21 @@ pub struct AppState {
     pub node: Option<Arc<crate::routes::Node>>,
     /// Per-IP rate limiting, when enabled.
     pub limiter: Option<Arc<crate::ratelimit::RateLimiter>>,
+    /// Password hashing, failed-login throttling and the cookie policy.
+    pub login: Arc<LoginPolicy>,
+}
+
+/// How logins are protected and their cookie is marked.
+#[derive(Default)]
+pub struct LoginPolicy {
+    /// Argon2id off the async workers.
+    pub passwords: passwords::PasswordPool,
+    /// Failed-login throttling per address and username.
+    pub throttle: crate::login_throttle::LoginThrottle,
+    /// Mark the session cookie `Secure` on every response (`[auth]
+    /// cookie_secure`); it is marked anyway when the request came over HTTPS
+    /// (`X-Forwarded-Proto: https` from a TLS-terminating proxy).
+    pub cookie_secure: bool,
 }
 
 /// A JSON error with a status: `{"error": "..."}`.
@@ -43,6 +58,59 @@ pub struct ApiError(pub StatusCode, pub String);
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         (self.0, Json(json!({"error": self.1}))).into_response()
+    }
+}
+
+/// An error the client should retry later: `{"error", "retry_after"}` and a
+/// `Retry-After` header.
+#[derive(Debug)]
+pub struct RetryLater {
+    /// 429 or 503.
+    pub status: StatusCode,
+    /// What happened.
+    pub message: String,
+    /// Seconds to wait.
+    pub secs: u64,
+}
+
+impl IntoResponse for RetryLater {
+    fn into_response(self) -> Response {
+        let body = json!({"error": self.message, "retry_after": self.secs});
+        let mut resp = (self.status, Json(body)).into_response();
+        if let Ok(v) = HeaderValue::from_str(&self.secs.to_string()) {
+            resp.headers_mut().insert(header::RETRY_AFTER, v);
+        }
+        resp
+    }
+}
+
+/// What a login or setup can fail with.
+#[derive(Debug)]
+pub enum LoginError {
+    /// A plain API error.
+    Api(ApiError),
+    /// Throttled or busy.
+    Retry(RetryLater),
+}
+
+impl From<ApiError> for LoginError {
+    fn from(e: ApiError) -> Self {
+        Self::Api(e)
+    }
+}
+
+impl From<turnstone_storage::StorageError> for LoginError {
+    fn from(e: turnstone_storage::StorageError) -> Self {
+        Self::Api(e.into())
+    }
+}
+
+impl IntoResponse for LoginError {
+    fn into_response(self) -> Response {
+        match self {
+            Self::Api(e) => e.into_response(),
+            Self::Retry(r) => r.into_response(),
+        }
     }
 }
 
@@ -208,22 +276,74 @@ fn now() -> u64 {
         .unwrap_or(0)
 }
 
+/// The session credential: an `Authorization` bearer token (the scheme is
+/// case-insensitive, RFC 9110 §11.1) or the session cookie.
 fn bearer(headers: &HeaderMap) -> Option<String> {
     if let Some(v) = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        && let Some(t) = v.strip_prefix("Bearer ")
+        && let Some((scheme, token)) = v.trim().split_once([' ', '\t'])
+        && scheme.eq_ignore_ascii_case("bearer")
+        && !token.trim().is_empty()
     {
-        return Some(t.trim().to_string());
+        return Some(token.trim().to_string());
     }
     headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
-        .filter_map(|kv| kv.trim().split_once('='))
-        .find(|(k, _)| *k == COOKIE)
-        .map(|(_, v)| v.to_string())
+        .filter_map(|kv| kv.split_once('='))
+        .find(|(k, _)| k.trim() == COOKIE)
+        .map(|(_, v)| {
+            let v = v.trim();
+            // RFC 6265 allows a quoted cookie value.
+            v.strip_prefix('"')
+                .and_then(|v| v.strip_suffix('"'))
+                .unwrap_or(v)
+                .to_string()
+        })
+        .filter(|v| !v.is_empty())
+}
+
+/// The client's address, when the connection recorded one.
+pub(crate) fn client_ip(req: &Request) -> Option<std::net::IpAddr> {
+    req.extensions()
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|c| c.0.ip())
+}
+
+/// Whether the request reached us over HTTPS (through a TLS-terminating proxy).
+fn came_over_tls(headers: &HeaderMap) -> bool {
+    let forwarded_proto = headers
+        .get("x-forwarded-proto")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.split(',')
+                .next()
+                .is_some_and(|p| p.trim().eq_ignore_ascii_case("https"))
+        });
+    let forwarded = headers
+        .get(header::FORWARDED)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.split([';', ','])
+                .filter_map(|kv| kv.split_once('='))
+                .any(|(k, v)| {
+                    k.trim().eq_ignore_ascii_case("proto")
+                        && v.trim().trim_matches('"').eq_ignore_ascii_case("https")
+                })
+        });
+    forwarded_proto || forwarded
+}
+
+/// `Set-Cookie` attributes for the session cookie.
+fn cookie_attrs(state: &AppState, headers: &HeaderMap) -> &'static str {
+    if state.login.cookie_secure || came_over_tls(headers) {
+        "; Path=/; HttpOnly; SameSite=Strict; Secure"
+    } else {
+        "; Path=/; HttpOnly; SameSite=Strict"
+    }
 }
 
 async fn identify(state: &AppState, token: &str) -> Option<Identity> {
@@ -338,6 +458,7 @@ fn avatar(display_name: &str) -> Value {
 
 fn session_response(
     state: &AppState,
+    headers: &HeaderMap,
     user: &turnstone_storage::types::User,
     scopes: Vec<Scope>,
     src: &str,
@@ -379,8 +500,10 @@ fn session_response(
         "jwt": jwt,
         "can_refresh": src != "token",
     });
-    let cookie =
-        format!("{COOKIE}={jwt}; Path=/; HttpOnly; SameSite=Strict; Max-Age={SESSION_SECS}");
+    let cookie = format!(
+        "{COOKIE}={jwt}{}; Max-Age={SESSION_SECS}",
+        cookie_attrs(state, headers)
+    );
     let mut resp = Json(body).into_response();
     if let Ok(v) = HeaderValue::from_str(&cookie) {
         resp.headers_mut().insert(header::SET_COOKIE, v);
@@ -391,24 +514,28 @@ fn session_response(
 #[utoipa::path(post, path = "/v1/api/auth/setup", tag = "auth", summary = "Create the first administrator (once)", request_body = SetupBody, responses((status = 200, description = "Success", body = Object), (status = 400, description = "Bad request", body = crate::routes::ErrorBody), (status = 401, description = "Unauthorized", body = crate::routes::ErrorBody), (status = 403, description = "Scope or permission missing", body = crate::routes::ErrorBody), (status = 404, description = "Not found", body = crate::routes::ErrorBody)))]
 pub(crate) async fn setup(
     State(state): State<AppState>,
+    headers: HeaderMap,
     body: axum::body::Bytes,
-) -> Result<Response, ApiError> {
+) -> Result<Response, LoginError> {
     let b: SetupBody = parse(&body)?;
     passwords::validate_username(&b.username).map_err(bad_request)?;
     if b.password.chars().count() < passwords::MIN_PASSWORD_CHARS {
         return Err(bad_request(format!(
             "password must have at least {} characters",
             passwords::MIN_PASSWORD_CHARS
-        )));
+        ))
+        .into());
     }
     if state.db.count_users().await? > 0 {
-        return Err(ApiError(
-            StatusCode::CONFLICT,
-            "Setup already completed".into(),
-        ));
+        return Err(ApiError(StatusCode::CONFLICT, "Setup already completed".into()).into());
     }
-    let hash =
-        passwords::hash(&b.password).map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, e))?;
+    let hash = state
+        .login
+        .passwords
+        .hash(b.password.clone())
+        .await
+        .map_err(busy)?
+        .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, e))?;
     let display = if b.display_name.trim().is_empty() {
         b.username.clone()
     } else {
@@ -422,53 +549,106 @@ pub(crate) async fn setup(
         Ok(u) => u,
         // Two setups racing: the loser sees the same answer as a late one.
         Err(turnstone_storage::StorageError::DuplicateUsername(_)) => {
-            return Err(ApiError(
-                StatusCode::CONFLICT,
-                "Setup already completed".into(),
-            ));
+            return Err(ApiError(StatusCode::CONFLICT, "Setup already completed".into()).into());
         }
         Err(e) => return Err(e.into()),
     };
-    session_response(&state, &user, auth::role_scopes(&user.role), "setup")
+    Ok(session_response(
+        &state,
+        &headers,
+        &user,
+        auth::role_scopes(&user.role),
+        "setup",
+    )?)
 }
 
-#[utoipa::path(post, path = "/v1/api/auth/login", tag = "auth", summary = "Password or API-token login; returns a JWT and sets the cookie", request_body = LoginBody, responses((status = 200, description = "Success", body = Object), (status = 400, description = "Bad request", body = crate::routes::ErrorBody), (status = 401, description = "Unauthorized", body = crate::routes::ErrorBody), (status = 403, description = "Scope or permission missing", body = crate::routes::ErrorBody), (status = 404, description = "Not found", body = crate::routes::ErrorBody)))]
+#[utoipa::path(post, path = "/v1/api/auth/login", tag = "auth", summary = "Password or API-token login; returns a JWT and sets the cookie. Failed logins are throttled per client address and per username.", request_body = LoginBody, responses((status = 200, description = "Success", body = Object), (status = 400, description = "Bad request", body = crate::routes::ErrorBody), (status = 401, description = "Invalid credentials", body = crate::routes::ErrorBody), (status = 413, description = "Body too large", body = crate::routes::ErrorBody), (status = 429, description = "Too many failed logins (Retry-After)", body = crate::routes::ErrorBody), (status = 503, description = "Password checks saturated (Retry-After)", body = crate::routes::ErrorBody)))]
 pub(crate) async fn login(
     State(state): State<AppState>,
-    body: axum::body::Bytes,
-) -> Result<Response, ApiError> {
+    req: Request,
+) -> Result<Response, LoginError> {
+    let ip = client_ip(&req);
+    let headers = req.headers().clone();
+    let body = axum::body::to_bytes(req.into_body(), 64 * 1024)
+        .await
+        .map_err(|_| {
+            ApiError(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "request body too large".into(),
+            )
+        })?;
     let b: LoginBody = parse(&body)?;
     let invalid = || ApiError(StatusCode::UNAUTHORIZED, "Invalid credentials".into());
+    let throttle = &state.login.throttle;
     if let Some(token) = b.token.filter(|t| !t.is_empty()) {
-        let (tok, user) = state
-            .db
-            .verify_api_token(&token)
-            .await?
-            .ok_or_else(invalid)?;
+        throttle.check(ip, None).map_err(throttled)?;
+        let Some((tok, user)) = state.db.verify_api_token(&token).await? else {
+            throttle.failed(ip, None);
+            return Err(invalid().into());
+        };
         let scopes = tok.scopes.iter().filter_map(|s| Scope::parse(s)).collect();
-        return session_response(&state, &user, scopes, "token");
+        return Ok(session_response(&state, &headers, &user, scopes, "token")?);
     }
     let (Some(username), Some(password)) = (b.username, b.password) else {
-        return Err(bad_request("username and password, or token, are required"));
+        return Err(bad_request("username and password, or token, are required").into());
     };
-    let user = state.db.get_user_by_name(&username).await?;
-    // Verify against a dummy hash when the user is unknown, so timing does not
-    // reveal which usernames exist.
-    let hash = user
-        .as_ref()
-        .map(|u| u.password_hash.clone())
-        .unwrap_or_else(passwords::dummy_hash);
-    let ok = passwords::verify(&password, &hash);
-    match user {
-        Some(u) if ok => session_response(&state, &u, auth::role_scopes(&u.role), "password"),
-        _ => Err(invalid()),
+    // Refused before any hashing: guessing costs the server nothing.
+    if let Err(wait) = throttle.check(ip, Some(&username)) {
+        if let Some(n) = &state.node {
+            n.metrics.login_throttled();
+        }
+        return Err(throttled(wait));
     }
+    let user = state.db.get_user_by_name(&username).await?;
+    // An unknown user is verified against a dummy hash, so timing does not
+    // reveal which usernames exist.
+    let ok = state
+        .login
+        .passwords
+        .verify(password, user.as_ref().map(|u| u.password_hash.clone()))
+        .await
+        .map_err(busy)?;
+    match user {
+        Some(u) if ok => {
+            throttle.succeeded(&username);
+            Ok(session_response(
+                &state,
+                &headers,
+                &u,
+                auth::role_scopes(&u.role),
+                "password",
+            )?)
+        }
+        _ => {
+            throttle.failed(ip, Some(&username));
+            Err(invalid().into())
+        }
+    }
+}
+
+/// 429 for a throttled login, with `Retry-After`.
+fn throttled(wait: std::time::Duration) -> LoginError {
+    let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
+    LoginError::Retry(RetryLater {
+        status: StatusCode::TOO_MANY_REQUESTS,
+        message: format!("Too many failed logins; try again in {secs} s"),
+        secs,
+    })
+}
+
+/// 503 while the password pool is saturated.
+fn busy(e: passwords::PoolBusy) -> LoginError {
+    LoginError::Retry(RetryLater {
+        status: StatusCode::SERVICE_UNAVAILABLE,
+        message: e.to_string(),
+        secs: 1,
+    })
 }
 
 #[utoipa::path(post, path = "/v1/api/auth/logout", tag = "auth", summary = "Clear the session cookie", responses((status = 200, description = "Success", body = Object), (status = 400, description = "Bad request", body = crate::routes::ErrorBody), (status = 401, description = "Unauthorized", body = crate::routes::ErrorBody), (status = 403, description = "Scope or permission missing", body = crate::routes::ErrorBody), (status = 404, description = "Not found", body = crate::routes::ErrorBody)))]
-pub(crate) async fn logout() -> Response {
+pub(crate) async fn logout(State(state): State<AppState>, headers: HeaderMap) -> Response {
     let mut resp = Json(json!({"status": "ok"})).into_response();
-    let clear = format!("{COOKIE}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0");
+    let clear = format!("{COOKIE}={}; Max-Age=0", cookie_attrs(&state, &headers));
     if let Ok(v) = HeaderValue::from_str(&clear) {
         resp.headers_mut().insert(header::SET_COOKIE, v);
     }

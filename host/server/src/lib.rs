@@ -15,6 +15,7 @@ pub mod auth;
 pub mod events;
 pub mod global;
 pub mod http;
+pub mod login_throttle;
 pub mod manager;
 pub mod metrics;
 pub mod passwords;

@@ -211,13 +211,23 @@ impl Manager {
             }
         }
         let _guard = self.create_lock.lock().await;
-        self.make_room().await?;
         let ws_id_hint = opts.ws_id.clone().map(|s| s.to_ascii_lowercase());
-        if let Some(id) = &ws_id_hint
-            && (self.get(id).is_some() || self.deps.db.get_workstream(id).await?.is_some())
-        {
-            return Err(ManagerError::Exists(id.clone()));
+        if let Some(id) = &ws_id_hint {
+            let holder = match self.get(id) {
+                Some(w) => Some(w.core.user_id.clone()),
+                None => self.deps.db.get_workstream(id).await?.map(|r| r.user_id),
+            };
+            match holder {
+                None => {}
+                // Someone else's id answers like every route does for a
+                // workstream the caller cannot see: not found.
+                Some(owner) if user_id.is_some() && owner.as_deref() != user_id => {
+                    return Err(ManagerError::NotFound);
+                }
+                Some(_) => return Err(ManagerError::Exists(id.clone())),
+            }
         }
+        self.make_room().await?;
         let name = opts
             .name
             .clone()

@@ -18,6 +18,8 @@ pub struct Metrics {
     failed_turns: AtomicU64,
     evicted: AtomicU64,
     ratelimited: AtomicU64,
+    connections_refused: AtomicU64,
+    logins_throttled: AtomicU64,
     /// Open SSE connections.
     pub sse_connections: AtomicI64,
     /// The model backend failed the latest turn that reached it.
@@ -84,6 +86,16 @@ impl Metrics {
         self.ratelimited.fetch_add(1, Relaxed);
     }
 
+    /// Counts a connection refused by the per-address cap.
+    pub fn connection_refused(&self) {
+        self.connections_refused.fetch_add(1, Relaxed);
+    }
+
+    /// Counts a login refused by the failed-login throttle.
+    pub fn login_throttled(&self) {
+        self.logins_throttled.fetch_add(1, Relaxed);
+    }
+
     /// Totals used by the dashboard: (tokens, tool calls).
     pub fn totals(&self) -> (u64, u64) {
         (
@@ -133,6 +145,11 @@ impl Metrics {
             ("turnstone_turns_failed_total", &self.failed_turns),
             ("turnstone_workstreams_evicted_total", &self.evicted),
             ("turnstone_ratelimit_rejected_total", &self.ratelimited),
+            (
+                "turnstone_http_connections_refused_total",
+                &self.connections_refused,
+            ),
+            ("turnstone_logins_throttled_total", &self.logins_throttled),
         ];
         for (name, v) in counters {
             let base = name.split('{').next().unwrap_or(name);

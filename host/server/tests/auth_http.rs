@@ -5,7 +5,9 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use std::sync::Arc;
 use turnstone_server::auth::JwtKeys;
-use turnstone_server::http::{AppState, router};
+use turnstone_server::http::{AppState, LoginPolicy};
+use turnstone_server::login_throttle::{LoginThrottle, LoginThrottleConfig};
+use turnstone_server::serve::ConnectionLimits;
 use turnstone_storage::prelude::*;
 
 const SECRET: &str = "test-secret-test-secret-test-secret!";
@@ -18,6 +20,10 @@ struct Server {
 }
 
 async fn start() -> Server {
+    start_with(LoginPolicy::default()).await
+}
+
+async fn start_with(login: LoginPolicy) -> Server {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let dir = tempfile::tempdir().unwrap();
     let db = turnstone_storage::open(&DbConfig {
@@ -33,12 +39,17 @@ async fn start() -> Server {
         node_id: "node-test".into(),
         node: None,
         limiter: None,
+        login: Arc::new(login),
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, router(state)).await;
-    });
+    tokio::spawn(turnstone_server::serve::serve(
+        listener,
+        state,
+        std::future::pending(),
+        std::time::Duration::from_secs(1),
+        ConnectionLimits::default(),
+    ));
     Server {
         base: format!("http://{addr}"),
         db,
@@ -235,4 +246,212 @@ async fn setup_once_login_whoami_and_scope_checks() {
             .unwrap()
             .contains("Max-Age=0")
     );
+}
+
+async fn admin_jwt(s: &Server) -> String {
+    let r = s
+        .post(
+            "/v1/api/auth/setup",
+            None,
+            r#"{"username": "admin", "display_name": "Ada", "password": "correct horse"}"#,
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    json_of(r).await["jwt"].as_str().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn credentials_are_read_however_the_client_spells_them() {
+    let s = start().await;
+    let jwt = admin_jwt(&s).await;
+    let whoami = |auth: Option<String>, cookie: Option<String>| {
+        let mut r = s.http.get(format!("{}/v1/api/auth/whoami", s.base));
+        if let Some(a) = auth {
+            r = r.header("authorization", a);
+        }
+        if let Some(c) = cookie {
+            r = r.header("cookie", c);
+        }
+        async move { r.send().await.unwrap().status() }
+    };
+    // RFC 9110: the auth scheme is case-insensitive.
+    for scheme in ["Bearer", "bearer", "BEARER", "bEaReR"] {
+        assert_eq!(
+            whoami(Some(format!("{scheme} {jwt}")), None).await,
+            StatusCode::OK,
+            "{scheme}"
+        );
+    }
+    assert_eq!(
+        whoami(Some(format!("  Bearer   {jwt}  ")), None).await,
+        StatusCode::OK
+    );
+    // Cookie values with whitespace around them, or quoted.
+    for cookie in [
+        format!("turnstone_auth_server= {jwt} "),
+        format!("a=1 ;  turnstone_auth_server = {jwt} ; b=2"),
+        format!("turnstone_auth_server=\"{jwt}\""),
+    ] {
+        assert_eq!(
+            whoami(None, Some(cookie.clone())).await,
+            StatusCode::OK,
+            "{cookie}"
+        );
+    }
+    // Other schemes and empty values are not credentials.
+    for auth in [
+        format!("Basic {jwt}"),
+        "Bearer".into(),
+        "Bearer    ".into(),
+        format!("Bearerx {jwt}"),
+    ] {
+        assert_eq!(
+            whoami(Some(auth.clone()), None).await,
+            StatusCode::UNAUTHORIZED,
+            "{auth}"
+        );
+    }
+    assert_eq!(
+        whoami(None, Some("turnstone_auth_server=".into())).await,
+        StatusCode::UNAUTHORIZED
+    );
+    // A non-bearer Authorization header does not hide a valid cookie.
+    assert_eq!(
+        whoami(
+            Some("Basic dXNlcjpwdw==".into()),
+            Some(format!("turnstone_auth_server={jwt}"))
+        )
+        .await,
+        StatusCode::OK
+    );
+}
+
+fn set_cookie(r: &reqwest::Response) -> String {
+    r.headers()
+        .get("set-cookie")
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_string()
+}
+
+#[tokio::test]
+async fn the_session_cookie_is_secure_over_tls_or_when_configured() {
+    let s = start().await;
+    admin_jwt(&s).await;
+    let login = |headers: Vec<(&'static str, &'static str)>| {
+        let mut r = s
+            .http
+            .post(format!("{}/v1/api/auth/login", s.base))
+            .header("content-type", "application/json")
+            .body(r#"{"username": "admin", "password": "correct horse"}"#);
+        for (k, v) in headers {
+            r = r.header(k, v);
+        }
+        async move { r.send().await.unwrap() }
+    };
+    let plain = login(vec![]).await;
+    assert_eq!(plain.status(), StatusCode::OK);
+    assert!(
+        !set_cookie(&plain).contains("Secure"),
+        "{}",
+        set_cookie(&plain)
+    );
+    for h in [
+        ("x-forwarded-proto", "https"),
+        ("x-forwarded-proto", "HTTPS, http"),
+        ("forwarded", "for=192.0.2.1;proto=https;by=203.0.113.9"),
+    ] {
+        let r = login(vec![h]).await;
+        let c = set_cookie(&r);
+        assert!(
+            c.contains("; Secure") && c.contains("HttpOnly"),
+            "{h:?}: {c}"
+        );
+    }
+    let r = login(vec![("x-forwarded-proto", "http")]).await;
+    assert!(!set_cookie(&r).contains("Secure"));
+
+    let s = start_with(LoginPolicy {
+        cookie_secure: true,
+        ..LoginPolicy::default()
+    })
+    .await;
+    let r = s
+        .post(
+            "/v1/api/auth/setup",
+            None,
+            r#"{"username": "admin", "display_name": "Ada", "password": "correct horse"}"#,
+        )
+        .await;
+    assert!(set_cookie(&r).contains("; Secure"), "{}", set_cookie(&r));
+    let out = s.post("/v1/api/auth/logout", None, "").await;
+    let c = set_cookie(&out);
+    assert!(c.contains("; Secure") && c.contains("Max-Age=0"), "{c}");
+}
+
+#[tokio::test]
+async fn failed_logins_are_throttled_per_address_and_per_username() {
+    let s = start_with(LoginPolicy {
+        throttle: LoginThrottle::new(&LoginThrottleConfig {
+            enabled: true,
+            per_ip_burst: 6,
+            per_ip_per_minute: 6.0,
+            per_user_burst: 2,
+            per_user_per_minute: 60.0,
+        }),
+        ..LoginPolicy::default()
+    })
+    .await;
+    admin_jwt(&s).await;
+    let server = &s;
+    let login = |user: &str, pw: &str| {
+        let body = json!({"username": user, "password": pw}).to_string();
+        async move { server.post("/v1/api/auth/login", None, &body).await }
+    };
+    for _ in 0..2 {
+        assert_eq!(
+            login("admin", "wrong").await.status(),
+            StatusCode::UNAUTHORIZED
+        );
+    }
+    // The username is throttled: even the right password waits.
+    let r = login("Admin", "correct horse").await;
+    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(r.headers()["retry-after"], "1");
+    let v = json_of(r).await;
+    assert_eq!(v["retry_after"], 1);
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap()
+            .contains("Too many failed logins"),
+        "{v}"
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    assert_eq!(
+        login("admin", "correct horse").await.status(),
+        StatusCode::OK
+    );
+    // The address: its burst is spent across usernames (2 used above).
+    for user in ["bob", "carol", "dave", "erin"] {
+        assert_eq!(
+            login(user, "guess").await.status(),
+            StatusCode::UNAUTHORIZED,
+            "{user}"
+        );
+    }
+    let r = login("frank", "guess").await;
+    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+    let wait: u64 = r.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=10).contains(&wait), "{wait}");
+    // Token guessing from that address is throttled too, before any lookup.
+    let r = s
+        .post("/v1/api/auth/login", None, r#"{"token": "ts_guess"}"#)
+        .await;
+    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
 }

@@ -6,6 +6,7 @@
 
 pub mod guard;
 pub mod output;
+pub mod shell;
 
 use output::{Stream, Transcript};
 use turnstone_plugin_sdk::prelude::*;
@@ -36,12 +37,20 @@ pub struct BashArgs {
     pub run_in_background: bool,
 }
 
-fn prepared_command(args: &BashArgs) -> Result<String, ToolError> {
+fn prepared_command(args: &BashArgs, ctx: &Context) -> Result<String, ToolError> {
     let command = guard::sanitize(&args.command);
     if command.trim().is_empty() {
         return Err(ToolError::new("Error: the command is empty."));
     }
-    if let Some(why) = guard::blocked(&command) {
+    // Paths inside the workspace are the user's own, wherever it lives.
+    let allowed: Vec<std::path::PathBuf> = ctx
+        .workspace_dir
+        .iter()
+        .cloned()
+        .chain(std::iter::once(ctx.working_dir.clone()))
+        .filter(|p| p.components().count() > 1)
+        .collect();
+    if let Some(why) = guard::blocked(&command, &allowed) {
         return Err(ToolError::new(format!(
             "Blocked: this command looks destructive ({why}) and was not run. If it is really needed, ask the user to run it themselves."
         )));
@@ -110,8 +119,8 @@ impl Tool for Bash {
         }
     }
 
-    fn prepare(args: &BashArgs, _ctx: &Context) -> Result<Preview, ToolError> {
-        let command = prepared_command(args)?;
+    fn prepare(args: &BashArgs, ctx: &Context) -> Result<Preview, ToolError> {
+        let command = prepared_command(args, ctx)?;
         let mut preview = Preview::ask(header(&args.command));
         if command.lines().nth(1).is_some() || command.len() > 120 {
             preview = preview.with_body(command);
@@ -120,7 +129,7 @@ impl Tool for Bash {
     }
 
     fn execute(args: BashArgs, ctx: &Context) -> Result<Output, ToolError> {
-        let command = prepared_command(&args)?;
+        let command = prepared_command(&args, ctx)?;
         if args.run_in_background {
             let handle = shell_command(&command, ctx)
                 .spawn_background()
@@ -189,7 +198,7 @@ impl Tool for Bash {
             text = "(no output)".into();
         }
         if failed {
-            Err(ToolError(text))
+            Err(ToolError::output(text))
         } else {
             Ok(text.into())
         }

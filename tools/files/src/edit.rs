@@ -13,7 +13,8 @@ use turnstone_plugin_sdk::prelude::*;
 pub struct EditEntry {
     /// The exact text to find.
     pub old_string: String,
-    /// The replacement text.
+    /// The replacement text (omitted: the text is deleted).
+    #[serde(default)]
     pub new_string: String,
     /// Pick the occurrence nearest this line when old_string matches several.
     #[serde(default)]
@@ -28,7 +29,7 @@ pub struct EditFileArgs {
     /// The exact text to find and replace.
     #[serde(default)]
     pub old_string: Option<String>,
-    /// The replacement text.
+    /// The replacement text (omitted: old_string is deleted).
     #[serde(default)]
     pub new_string: Option<String>,
     /// Disambiguate when old_string matches multiple locations: the nearest occurrence to this line is replaced.
@@ -65,11 +66,14 @@ fn plan(args: &EditFileArgs) -> Result<Plan, ToolError> {
             "Error: give old_string and new_string (or an edits array).",
         )),
         (None, true) => {
-            let (Some(old), Some(new)) = (&args.old_string, &args.new_string) else {
+            let Some(old) = &args.old_string else {
                 return Err(ToolError::new(
-                    "Error: old_string and new_string must be given together.",
+                    "Error: new_string needs the old_string it replaces.",
                 ));
             };
+            // A missing new_string deletes old_string (as in the reference).
+            let empty = String::new();
+            let new = args.new_string.as_ref().unwrap_or(&empty);
             if args.replace_all {
                 if args.near_line.is_some() {
                     return Err(ToolError::new(
@@ -130,7 +134,12 @@ impl Tool for EditFile {
                 "edit_file: {} ({} occurrences)",
                 args.path, applied.replacements
             ),
-            Plan::Batch(_) => format!("edit_file: {} ({} edits)", args.path, applied.replacements),
+            Plan::Batch(_) => format!(
+                "edit_file: {} ({} edit{})",
+                args.path,
+                applied.replacements,
+                if applied.replacements == 1 { "" } else { "s" }
+            ),
             Plan::Single(_) => format!("edit_file: {}", args.path),
         };
         Ok(Preview::ask(header).with_body(unified(&old, &applied.content, &name, &name, 3)))

@@ -54,10 +54,28 @@ fn check_pair(old: &str, new: &str, label: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Start offsets of every occurrence of `needle`, overlapping ones included
+/// (`"aa"` occurs twice in `"aaa"`): a replacement must never pick one of two
+/// overlapping matches silently.
+fn occurrences(content: &str, needle: &str) -> Vec<usize> {
+    let mut hits = Vec::new();
+    let mut from = 0;
+    while let Some(i) = content[from..].find(needle) {
+        let at = from + i;
+        hits.push(at);
+        // Step one character, not one match, to see overlaps.
+        from = at + content[at..].chars().next().map_or(1, char::len_utf8);
+        if from > content.len() {
+            break;
+        }
+    }
+    hits
+}
+
 /// Finds the byte range `edit` replaces.
 fn locate(content: &str, edit: &Edit, label: &str) -> Result<(usize, usize), String> {
     check_pair(&edit.old, &edit.new, label)?;
-    let hits: Vec<usize> = content.match_indices(&edit.old).map(|(i, _)| i).collect();
+    let hits = occurrences(content, &edit.old);
     let start = match (hits.as_slice(), edit.near_line) {
         ([], _) => {
             return Err(format!(
@@ -70,16 +88,21 @@ fn locate(content: &str, edit: &Edit, label: &str) -> Result<(usize, usize), Str
             .min_by_key(|i| line_of(content, **i).abs_diff(near))
             .unwrap_or(&many[0]),
         (many, None) => {
-            let lines: Vec<String> = many
-                .iter()
-                .take(10)
-                .map(|i| line_of(content, *i).to_string())
-                .collect();
+            let mut lines: Vec<usize> = many.iter().map(|i| line_of(content, *i)).collect();
+            lines.dedup();
+            let shown: Vec<String> = lines.iter().take(10).map(usize::to_string).collect();
+            let where_ = if lines.len() == 1 {
+                format!("all at line {}, overlapping or side by side", lines[0])
+            } else {
+                format!(
+                    "lines {}{}",
+                    shown.join(", "),
+                    if lines.len() > 10 { ", …" } else { "" }
+                )
+            };
             return Err(format!(
-                "{label}old_string matches {} locations (lines {}{}). Add surrounding context to make it unique, pass near_line to pick one, or set replace_all.",
+                "{label}old_string matches {} locations ({where_}). Add surrounding context to make it unique, pass near_line to pick one, or set replace_all.",
                 many.len(),
-                lines.join(", "),
-                if many.len() > 10 { ", …" } else { "" }
             ));
         }
     };
@@ -184,6 +207,38 @@ mod tests {
                 .unwrap_err()
                 .contains("empty")
         );
+    }
+
+    #[test]
+    fn overlapping_occurrences_are_ambiguous() {
+        let err = apply("aaa", &Plan::Single(edit("aa", "X", None))).unwrap_err();
+        assert!(err.contains("matches 2 locations (all at line 1"), "{err}");
+        let err = apply("x\nabab ab\n", &Plan::Single(edit("ab", "Z", None))).unwrap_err();
+        assert!(err.contains("matches 3 locations (all at line 2"), "{err}");
+        let err = apply("aaaa\nb\naa\n", &Plan::Single(edit("aa", "X", None))).unwrap_err();
+        assert!(err.contains("matches 4 locations (lines 1, 3)"), "{err}");
+        // near_line and replace_all are the ways out.
+        let r = apply("b\naaa", &Plan::Single(edit("aa", "X", Some(2)))).unwrap();
+        assert_eq!(r.content, "b\nXa");
+        let r = apply(
+            "aaa",
+            &Plan::ReplaceAll {
+                old: "aa".into(),
+                new: "X".into(),
+            },
+        )
+        .unwrap();
+        assert_eq!((r.content.as_str(), r.replacements), ("Xa", 1));
+        // Multi-byte text steps by characters.
+        let err = apply("ééé", &Plan::Single(edit("éé", "e", None))).unwrap_err();
+        assert!(err.contains("matches 2 locations"), "{err}");
+        // A batch entry is checked the same way.
+        let err = apply(
+            "aaa\nz\n",
+            &Plan::Batch(vec![edit("z", "y", None), edit("aa", "X", None)]),
+        )
+        .unwrap_err();
+        assert!(err.starts_with("edits[1]: old_string matches 2"), "{err}");
     }
 
     #[test]

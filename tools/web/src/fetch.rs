@@ -21,7 +21,34 @@ pub struct WebFetchArgs {
     pub question: String,
 }
 
+/// Refuses what a URL parser would silently rewrite: no host (`http:///x`
+/// parses as host `x`) and IPv6 zone ids (interface-scoped, never public).
+fn check_authority(url: &str) -> Result<(), ToolError> {
+    let raw = url.trim();
+    let lower = raw.to_ascii_lowercase();
+    if !(lower.starts_with("http:") || lower.starts_with("https:")) {
+        return Ok(()); // the scheme check below explains it
+    }
+    let authority = raw
+        .split_once("://")
+        .map(|(_, rest)| rest.split(['/', '\\', '?', '#']).next().unwrap_or(""))
+        .unwrap_or("");
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    if host.is_empty() || host.starts_with(':') {
+        return Err(ToolError::new(format!(
+            "Error: {url:?} has no host; write http://HOST/PATH"
+        )));
+    }
+    if host.starts_with('[') && host.contains('%') {
+        return Err(ToolError::new(format!(
+            "Error: {url:?} has an IPv6 zone id ({host}): interface-scoped addresses are never fetched"
+        )));
+    }
+    Ok(())
+}
+
 fn parse(url: &str) -> Result<url::Url, ToolError> {
+    check_authority(url)?;
     let u = url::Url::parse(url.trim())
         .map_err(|e| ToolError::new(format!("Error: invalid URL {url:?}: {e}")))?;
     if !matches!(u.scheme(), "http" | "https") {
@@ -60,6 +87,7 @@ fn fetch(start: url::Url) -> Result<(url::Url, String, Vec<u8>), ToolError> {
                     resp.status
                 )));
             };
+            check_authority(location)?;
             let next = url.join(location).map_err(|e| {
                 ToolError::new(format!("Error: bad redirect target {location:?}: {e}"))
             })?;
@@ -166,5 +194,41 @@ impl Tool for WebFetch {
                 turnstone_plugin_sdk::model::describe(&e)
             ))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_without_a_host_or_with_a_zone_id_are_refused_clearly() {
+        for (url, why) in [
+            ("http:///nohost", "has no host"),
+            ("https://", "has no host"),
+            ("http://:8080/x", "has no host"),
+            ("http://[fd00::1%eth0]/", "zone id"),
+            ("http://[fe80::1%25eth0]:80/", "zone id"),
+        ] {
+            let err = parse(url).unwrap_err().into_text();
+            assert!(err.contains(why), "{url}: {err}");
+            assert!(
+                err.starts_with("Error: ") && !err.contains("Error: Error:"),
+                "{err}"
+            );
+        }
+        for url in [
+            "http://example.com/a",
+            "https://[2606:4700::1111]/",
+            " https://u:p@example.com:8443/?q#f ",
+        ] {
+            assert!(parse(url).is_ok(), "{url}");
+        }
+        assert!(
+            parse("ftp://example.com/")
+                .unwrap_err()
+                .message()
+                .contains("only http")
+        );
     }
 }

@@ -7,7 +7,9 @@ use crate::turn::{EffectStatus, ToolCall, Turn};
 use crate::ui::{Approval, PendingTool, SessionState, SessionUi};
 use std::sync::Arc;
 use turnstone_runtime::bindings::v0_1_0::provider::turnstone::plugin::provider_types as wit;
-use turnstone_runtime::{CallContext, CallError, LoadedPlugin, ModelAccess, ToolOutputSink};
+use turnstone_runtime::{
+    CallContext, CallError, LoadedPlugin, ModelAccess, ToolOutputSink, tool_error_text,
+};
 
 struct ChunkForwarder {
     ui: Arc<dyn SessionUi>,
@@ -102,7 +104,7 @@ impl ChatSession {
             let args = match spec.coerce_arguments(&call.arguments) {
                 Ok(a) => a,
                 Err(e) => {
-                    item.error = Some(format!("Error: {e}"));
+                    item.error = Some(tool_error_text(&e));
                     prepared.push((item, None));
                     continue;
                 }
@@ -121,11 +123,11 @@ impl ChatSession {
                     prepared.push((item, Some((plugin.clone(), args))));
                 }
                 Ok(Err(refusal)) => {
-                    item.error = Some(format!("Error: {refusal}"));
+                    item.error = Some(tool_error_text(&refusal));
                     prepared.push((item, None));
                 }
                 Err(e) => {
-                    item.error = Some(format!("Error: {e}"));
+                    item.error = Some(tool_error_text(&e.to_string()));
                     prepared.push((item, None));
                 }
             }
@@ -222,7 +224,7 @@ impl ChatSession {
                                     effect = Some(EffectStatus::Unknown);
                                     (CANCELLED_UNKNOWN.to_string(), true)
                                 }
-                                Err(e) => (format!("Error: {e}"), true),
+                                Err(e) => (tool_error_text(&e.to_string()), true),
                             }
                         }
                     } else {

@@ -128,6 +128,9 @@ impl WasiHttpHooks for EgressHooks {
                                 rcode: Some("address not available".into()),
                                 info_code: None,
                             },
+                            GuardError::NoHost { .. } | GuardError::ZoneId { .. } => {
+                                HttpError::HttpRequestUriInvalid
+                            }
                             GuardError::Blocked { .. } => HttpError::DestinationIpProhibited,
                         });
                     }

@@ -81,6 +81,15 @@ impl config::Host for HostState {
         &mut self,
         url: String,
     ) -> wasmtime::Result<Result<(), types::CapabilityError>> {
+        // Before the URL parser, which reads `http:///x` as host `x` and
+        // rejects zone ids with an unhelpful message.
+        if let Err(e) = crate::netguard::check_url_authority(&url) {
+            return Ok(Err(types::CapabilityError {
+                capability: "http".into(),
+                detail: e.to_string(),
+                grant_hint: String::new(),
+            }));
+        }
         let parsed = match url::Url::parse(&url) {
             Ok(u) => u,
             Err(e) => {

@@ -1,7 +1,7 @@
 //! Attachments: upload (multipart, magic-byte sniffing, size limit), list,
 //! content and delete; and turning attachment ids into message parts at send.
 
-use super::loaded;
+use super::visible_row;
 use crate::http::{ApiError, AppState, Identity, bad_request};
 use axum::body::Bytes;
 use axum::extract::{Multipart, Path, State};
@@ -199,7 +199,8 @@ pub(crate) async fn upload(
     Path(ws_id): Path<String>,
     mut mp: Multipart,
 ) -> Result<Json<Value>, ApiError> {
-    let w = loaded(&state, &id, &ws_id)?;
+    // Loaded or saved: attachments live in storage, like history.
+    let w = visible_row(&state, &id, &ws_id).await?;
     let mut meta = None;
     let mut parts = files(&mut mp, &mut meta).await?;
     if parts.len() != 1 {
@@ -208,7 +209,7 @@ pub(crate) async fn upload(
     let (name, declared, bytes) = parts.remove(0);
     let a = store(
         &state,
-        &w.core.ws_id,
+        &w.ws_id,
         &id.user_id,
         name.as_deref(),
         declared.as_deref(),
@@ -221,14 +222,15 @@ pub(crate) async fn upload(
 #[utoipa::path(get, path = "/v1/api/workstreams/{ws_id}/attachments", tag = "attachments",
     summary = "Attachments waiting to be sent",
     params(("ws_id" = String, Path, description = "Workstream id (32 hex)")),
-    responses((status = 200, description = "Success", body = Object)))]
+    responses((status = 200, description = "Success", body = Object), (status = 404, description = "Unknown workstream", body = crate::routes::ErrorBody)))]
 pub(crate) async fn list(
     State(state): State<AppState>,
     Extension(id): Extension<Identity>,
     Path(ws_id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let w = loaded(&state, &id, &ws_id)?;
-    let list = state.db.list_attachments(&w.core.ws_id, true).await?;
+    // Loaded or saved: attachments live in storage, like history.
+    let w = visible_row(&state, &id, &ws_id).await?;
+    let list = state.db.list_attachments(&w.ws_id, true).await?;
     Ok(Json(
         json!({"attachments": list.iter().map(info).collect::<Vec<_>>()}),
     ))
@@ -243,10 +245,11 @@ pub(crate) async fn content(
     Extension(id): Extension<Identity>,
     Path((ws_id, attachment_id)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
-    let w = loaded(&state, &id, &ws_id)?;
+    // Loaded or saved: attachments live in storage, like history.
+    let w = visible_row(&state, &id, &ws_id).await?;
     let (a, bytes) = state
         .db
-        .get_attachment(&w.core.ws_id, &attachment_id)
+        .get_attachment(&w.ws_id, &attachment_id)
         .await?
         .ok_or_else(|| ApiError(StatusCode::NOT_FOUND, "Attachment not found".into()))?;
     let mut resp = bytes.into_response();
@@ -277,12 +280,9 @@ pub(crate) async fn remove(
     Extension(id): Extension<Identity>,
     Path((ws_id, attachment_id)): Path<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
-    let w = loaded(&state, &id, &ws_id)?;
-    if !state
-        .db
-        .delete_attachment(&w.core.ws_id, &attachment_id)
-        .await?
-    {
+    // Loaded or saved: attachments live in storage, like history.
+    let w = visible_row(&state, &id, &ws_id).await?;
+    if !state.db.delete_attachment(&w.ws_id, &attachment_id).await? {
         return Err(ApiError(
             StatusCode::NOT_FOUND,
             "Attachment not found (or already sent)".into(),

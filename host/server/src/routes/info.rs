@@ -1,7 +1,7 @@
 //! Read-only views: health, metrics, models, dashboard, saved workstreams,
 //! history and export.
 
-use super::{loaded, node, not_found, owner};
+use super::{loaded, node, owner, visible_row};
 use crate::http::{ApiError, AppState, Identity};
 use crate::workstream::state_name;
 use axum::extract::{Path, Query, State};
@@ -293,22 +293,6 @@ fn message(t: &StoredTurn, sender: Option<&str>) -> Value {
             .into();
     }
     m
-}
-
-async fn visible_row(
-    state: &AppState,
-    id: &Identity,
-    ws_id: &str,
-) -> Result<turnstone_storage::types::Workstream, ApiError> {
-    let row = state
-        .db
-        .get_workstream(ws_id)
-        .await?
-        .ok_or_else(not_found)?;
-    if owner(id).is_some() && row.user_id.as_deref() != owner(id) {
-        return Err(not_found());
-    }
-    Ok(row)
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]

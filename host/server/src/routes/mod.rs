@@ -160,6 +160,23 @@ pub(crate) fn loaded(
     }
 }
 
+/// A workstream row (loaded or saved) the caller may see (404 otherwise).
+pub(crate) async fn visible_row(
+    state: &AppState,
+    id: &Identity,
+    ws_id: &str,
+) -> Result<turnstone_storage::types::Workstream, ApiError> {
+    let row = state
+        .db
+        .get_workstream(ws_id)
+        .await?
+        .ok_or_else(not_found)?;
+    if owner(id).is_some() && row.user_id.as_deref() != owner(id) {
+        return Err(not_found());
+    }
+    Ok(row)
+}
+
 /// 404 `Workstream not found`.
 pub(crate) fn not_found() -> ApiError {
     ApiError(StatusCode::NOT_FOUND, "Workstream not found".into())

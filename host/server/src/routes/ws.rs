@@ -1,7 +1,7 @@
 //! Per-workstream actions: create, list, detail, send, approve, cancel,
 //! close/open/delete, title, rewind, retry and slash commands.
 
-use super::{attachments, loaded, need, node, not_found, owner};
+use super::{attachments, loaded, need, node, not_found, owner, visible_row};
 use crate::http::{ApiError, AppState, Identity, bad_request, parse};
 use crate::manager::{CreateOptions, ManagerError};
 use crate::workstream::{Job, SendOutcome, random_hex, state_name};
@@ -51,9 +51,18 @@ pub(crate) async fn create(
             Err(e) => return e.into_response(),
         }
     } else {
-        match axum::body::to_bytes(req.into_body(), 2 << 20).await {
+        let declared = req
+            .headers()
+            .get(axum::http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<usize>().ok());
+        if declared.is_some_and(|n| n > MAX_JSON_BODY) {
+            return too_large().into_response();
+        }
+        match axum::body::to_bytes(req.into_body(), MAX_JSON_BODY).await {
             Ok(b) => (b, Vec::new()),
-            Err(_) => return bad_request("the body is too large or unreadable").into_response(),
+            Err(e) if is_length_limit(&e) => return too_large().into_response(),
+            Err(_) => return bad_request("the body could not be read").into_response(),
         }
     };
     match create_inner(&state, &id, &body, files).await {
@@ -69,6 +78,28 @@ pub(crate) async fn create(
         )
             .into_response(),
     }
+}
+
+/// Largest JSON body of `/new` (the multipart variant has its own limits).
+const MAX_JSON_BODY: usize = 2 << 20;
+
+fn too_large() -> ApiError {
+    ApiError(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        format!("request body too large (at most {MAX_JSON_BODY} bytes)"),
+    )
+}
+
+/// Whether reading a body failed on its length limit (413, not 400).
+fn is_length_limit(e: &axum::Error) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(c) = cause {
+        if c.is::<http_body_util::LengthLimitError>() {
+            return true;
+        }
+        cause = c.source();
+    }
+    false
 }
 
 enum CreateError {
@@ -482,9 +513,12 @@ pub(crate) async fn title(
         .map(|t| t.trim().to_string())
         .filter(|t| !t.is_empty() && t.chars().count() <= 200)
         .ok_or_else(|| bad_request("title is required (1-200 characters)"))?;
-    let w = loaded(&state, &id, &ws_id)?;
+    // Loaded or saved: the owner may retitle either.
+    visible_row(&state, &id, &ws_id).await?;
     state.db.set_title(&ws_id, Some(&title)).await?;
-    w.core.rename(&title);
+    if let Ok(w) = loaded(&state, &id, &ws_id) {
+        w.core.rename(&title);
+    }
     Ok(Json(json!({"status": "ok", "title": title})))
 }
 
