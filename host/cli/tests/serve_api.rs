@@ -915,3 +915,149 @@ async fn multipart_create_with_files_and_an_initial_message() {
         "{list} ({ws})"
     );
 }
+
+/// The event kinds from the send on (`state_change` with its state), runs of
+/// `content` and `tool_output_chunk` collapsed: batching boundaries are
+/// arbitrary, the order is the contract.
+fn sequence(frames: &[support::Frame]) -> Vec<String> {
+    let start = frames
+        .iter()
+        .position(|f| f.kind() == "user_turn")
+        .expect("user_turn");
+    let mut out: Vec<String> = Vec::new();
+    for f in &frames[start..] {
+        let k = match f.kind() {
+            "state_change" => format!("state_change {}", f.data["state"].as_str().unwrap()),
+            other => other.to_string(),
+        };
+        let batched = k == "content" || k == "tool_output_chunk";
+        if batched && out.last() == Some(&k) {
+            continue;
+        }
+        out.push(k);
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sequence_a_plain_reply_matches_the_original_order() {
+    let srv = Server::start(
+        vec![sse(openai::text(&["Hel", "lo", " there", "."]))],
+        "",
+        &[],
+    )
+    .await;
+    let admin = srv.setup_admin().await;
+    let ws = srv.create(&admin, json!({})).await;
+    let mut ev = srv
+        .events(
+            &format!("/v1/api/workstreams/{ws}/events?user_turn=1"),
+            &admin,
+            None,
+        )
+        .await;
+    // The preamble's state_change names the acting user like every other.
+    let pre = ev.until(10, |f| f.kind() == "state_change").await;
+    assert!(pre.data.get("acting_user_id").is_some(), "{:?}", pre.data);
+    srv.call(
+        "POST",
+        &format!("/v1/api/workstreams/{ws}/send"),
+        Some(&admin),
+        Some(json!({"message": "hi"})),
+    )
+    .await;
+    ev.turn_end().await;
+    assert_eq!(
+        sequence(&ev.seen),
+        [
+            "user_turn",
+            "thinking_start",
+            "state_change thinking",
+            "thinking_stop",
+            "content",
+            "stream_end",
+            "thinking_stop",
+            "status",
+            "state_change idle",
+            "ws_state",
+        ]
+    );
+    for f in ev.seen.iter().filter(|f| f.kind() == "state_change") {
+        assert!(f.data.get("acting_user_id").is_some(), "{:?}", f.data);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sequence_b_tool_call_with_approval_matches_the_original_order() {
+    let srv = Server::start(
+        vec![
+            sse(openai::tool_call(
+                "call_b",
+                "bash",
+                &[r#"{"command": "echo hello-from-tool"}"#],
+            )),
+            sse(openai::text(&["It printed", " hello."])),
+        ],
+        "",
+        &[],
+    )
+    .await;
+    let admin = srv.setup_admin().await;
+    let ws = srv.create(&admin, json!({})).await;
+    let mut ev = srv
+        .events(
+            &format!("/v1/api/workstreams/{ws}/events?user_turn=1"),
+            &admin,
+            None,
+        )
+        .await;
+    srv.call(
+        "POST",
+        &format!("/v1/api/workstreams/{ws}/send"),
+        Some(&admin),
+        Some(json!({"message": "say hello"})),
+    )
+    .await;
+    let card = ev.until(30, |f| f.kind() == "approve_request").await;
+    let (s, v) = srv
+        .call(
+            "POST",
+            &format!("/v1/api/workstreams/{ws}/approve"),
+            Some(&admin),
+            Some(json!({"approved": true, "cycle_id": card.data["cycle_id"]})),
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+    let end = ev.turn_end().await;
+    assert_eq!(end.data["content"], "It printed hello.");
+    assert_eq!(
+        sequence(&ev.seen),
+        [
+            "user_turn",
+            "thinking_start",
+            "state_change thinking",
+            "thinking_stop",
+            "stream_end",
+            "thinking_stop",
+            "status",
+            "state_change running",
+            "tool_pending",
+            "state_change attention",
+            "approve_request",
+            "approval_resolved",
+            "state_change running",
+            "tool_output_chunk",
+            "tool_result",
+            "replay_truncated",
+            "thinking_start",
+            "state_change thinking",
+            "thinking_stop",
+            "content",
+            "stream_end",
+            "thinking_stop",
+            "status",
+            "state_change idle",
+            "ws_state",
+        ]
+    );
+}

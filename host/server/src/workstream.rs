@@ -673,7 +673,7 @@ impl SessionUi for WebUi {
     }
 
     fn on_thinking_stop(&self) {
-        lock(&self.core.status).streaming = false;
+        // Also sent at the first answer token: the stream goes on.
         self.core.emit("thinking_stop", json!({}));
     }
 
@@ -697,6 +697,7 @@ impl SessionUi for WebUi {
     }
 
     fn on_stream_end(&self) {
+        lock(&self.core.status).streaming = false;
         self.core.emit("stream_end", json!({}));
     }
 

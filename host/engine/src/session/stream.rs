@@ -51,11 +51,24 @@ struct Accum {
 struct Collector {
     ui: Arc<dyn SessionUi>,
     acc: Mutex<Accum>,
+    /// The thinking indicator went off (at the first answer token).
+    answering: std::sync::atomic::AtomicBool,
 }
 
 impl Collector {
     fn acc(&self) -> std::sync::MutexGuard<'_, Accum> {
         self.acc.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The first content or tool-call token ends "thinking" (reasoning does
+    /// not: it is the thinking), as the original's event order shows.
+    fn answer_started(&self) {
+        if !self
+            .answering
+            .swap(true, std::sync::atomic::Ordering::AcqRel)
+        {
+            self.ui.on_thinking_stop();
+        }
     }
 }
 
@@ -63,6 +76,7 @@ impl ProviderEventSink for Collector {
     fn event(&self, event: wit::StreamEvent) -> bool {
         match event {
             wit::StreamEvent::TextDelta(t) => {
+                self.answer_started();
                 self.ui.on_content_token(&t);
                 self.acc().text.push_str(&t);
             }
@@ -71,6 +85,7 @@ impl ProviderEventSink for Collector {
                 self.acc().reasoning.push_str(&t);
             }
             wit::StreamEvent::ToolCallDelta(d) => {
+                self.answer_started();
                 let mut acc = self.acc();
                 let entry = acc.calls.entry(d.index).or_default();
                 if d.id.is_some() {
@@ -115,7 +130,6 @@ impl ChatSession {
     /// One model turn with the retry ladder, then the fallback models.
     pub(super) async fn stream_turn(&mut self) -> Result<Turn, StreamFailure> {
         self.ui.on_turn_start();
-        self.state(SessionState::Thinking);
         let bindings: Vec<ModelBinding> = std::iter::once(self.binding.clone())
             .chain(self.fallbacks.iter().cloned())
             .collect();
@@ -198,7 +212,10 @@ impl ChatSession {
 
     async fn attempt(&mut self, b: &ModelBinding) -> Result<Turn, AttemptError> {
         self.stream_started = false;
+        // Wire order of the original (contract §3.4): thinking_start, then
+        // state_change thinking, per model request.
         self.ui.on_thinking_start();
+        self.state(SessionState::Thinking);
         let history = self.request_override.as_ref().unwrap_or(&self.turns);
         let messages = to_wit_messages(
             &repair_orphans(history),
@@ -227,6 +244,7 @@ impl ChatSession {
         let collector = Arc::new(Collector {
             ui: self.ui.clone(),
             acc: Mutex::new(Accum::default()),
+            answering: Default::default(),
         });
         // Hold the alias's admission permit for the whole stream; it is released
         // when this attempt ends, before any retry backoff.
@@ -246,8 +264,11 @@ impl ChatSession {
                 Some(&self.token),
             )
             .await;
-        self.ui.on_thinking_stop();
+        // One thinking_stop before the answer (here if nothing was answered),
+        // stream_end, then a second thinking_stop, as the original sends them.
+        collector.answer_started();
         self.ui.on_stream_end();
+        self.ui.on_thinking_stop();
         {
             let acc = collector.acc();
             self.stream_started = !acc.text.is_empty()

@@ -77,6 +77,8 @@ impl ChatSession {
             working_dir: ws,
             supports_vision: false,
         };
+        // The original announces the batch in `running` (contract §3.4).
+        self.state(SessionState::Running);
         // One snapshot for the batch: a reload mid-batch applies to the next one.
         let registry = self.tools.snapshot();
         // Prepare every call: parse arguments, validate, build previews.
@@ -142,7 +144,8 @@ impl ChatSession {
             always: false,
             feedback: None,
         };
-        if prepared.iter().any(|(p, _)| p.needs_approval) {
+        let asked = prepared.iter().any(|(p, _)| p.needs_approval);
+        if asked {
             self.state(SessionState::Attention);
             let cycle = self.next_cycle;
             self.next_cycle += 1;
@@ -160,7 +163,9 @@ impl ChatSession {
             }
         }
         // Execute, at most MAX_PARALLEL_TOOLS at once; results keep call order.
-        self.state(SessionState::Running);
+        if asked {
+            self.state(SessionState::Running);
+        }
         let limit = effective_limit(
             self.cfg
                 .tool_truncation

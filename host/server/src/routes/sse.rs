@@ -87,11 +87,15 @@ fn ping_frame() -> Bytes {
     Bytes::from(format!(": ping - {ts}\n\n"))
 }
 
+/// The time as the original's keep-alive writes it (Python's
+/// `str(datetime.now(timezone.utc))`): `2026-12-01 07:39:02.123456+00:00`.
 fn time_now_iso() -> String {
-    let d = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    format!("{}.{:03}", d.as_secs(), d.subsec_millis())
+    const FORMAT: &[time::format_description::FormatItem<'static>] = time::macros::format_description!(
+        "[year]-[month]-[day] [hour]:[minute]:[second].[subsecond digits:6]+00:00"
+    );
+    time::OffsetDateTime::now_utc()
+        .format(FORMAT)
+        .unwrap_or_default()
 }
 
 /// The fresh-connect preamble (no ids).
@@ -112,7 +116,7 @@ fn preamble(core: &Core, out: &mut VecDeque<Bytes>) {
         out.push_back(data(&st));
     }
     out.push_back(data(
-        &json!({"type": "state_change", "ws_id": ws, "state": state_name(s.state)}),
+        &json!({"type": "state_change", "ws_id": ws, "state": state_name(s.state), "acting_user_id": core.user_id}),
     ));
     for card in core.pending_cycles() {
         out.push_back(data(&card));
@@ -368,4 +372,26 @@ pub(crate) async fn global_events(
             .map(|b| (Ok::<_, std::convert::Infallible>(b), st))
     });
     Ok(sse_response(Body::from_stream(stream)))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn keep_alive_comments_carry_a_timestamp_like_the_original() {
+        let frame = String::from_utf8(super::ping_frame().to_vec()).unwrap();
+        let ts = frame
+            .strip_prefix(": ping - ")
+            .and_then(|r| r.strip_suffix("\n\n"))
+            .unwrap_or_else(|| panic!("{frame:?}"));
+        // 2026-12-01 07:39:02.123456+00:00
+        let b = ts.as_bytes();
+        assert_eq!(ts.len(), 32, "{ts}");
+        for (i, c) in [(4, b'-'), (7, b'-'), (10, b' '), (13, b':'), (16, b':'), (19, b'.')] {
+            assert_eq!(b[i], c, "{ts}");
+        }
+        assert!(ts.ends_with("+00:00"), "{ts}");
+        let year: i32 = ts[..4].parse().unwrap();
+        assert!(year >= 2024, "{ts}");
+        assert!(ts[20..26].bytes().all(|c| c.is_ascii_digit()), "{ts}");
+    }
 }
