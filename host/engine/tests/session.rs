@@ -35,6 +35,8 @@ struct Ui {
     prompts: Mutex<Vec<(u64, Vec<PendingTool>)>>,
     answers: Mutex<VecDeque<Approval>>,
     results: Mutex<Vec<(String, bool)>>,
+    /// Removed when an approval is asked (a file deleted mid-approval).
+    delete_on_prompt: Mutex<Option<PathBuf>>,
 }
 
 #[async_trait::async_trait]
@@ -47,6 +49,9 @@ impl SessionUi for Ui {
     }
     async fn approve_tools(&self, cycle: u64, items: &[PendingTool]) -> Approval {
         self.prompts.lock().unwrap().push((cycle, items.to_vec()));
+        if let Some(p) = self.delete_on_prompt.lock().unwrap().take() {
+            std::fs::remove_file(p).unwrap();
+        }
         let answer = self.answers.lock().unwrap().pop_front();
         match answer {
             Some(a) => a,
@@ -334,6 +339,79 @@ async fn denial_bad_arguments_and_unknown_tools_become_error_results() {
     );
     let errors: Vec<bool> = f.ui.results.lock().unwrap().iter().map(|r| r.1).collect();
     assert_eq!(errors, [true, true, true]);
+}
+
+#[tokio::test]
+async fn every_refusal_path_reaches_the_model_with_one_error_prefix() {
+    let mut f = fixture(Vec::new(), false).await;
+    std::fs::write(f.ws.join("e.txt"), "v1\n").unwrap();
+    let edit =
+        serde_json::json!({"path": "e.txt", "old_string": "v1", "new_string": "v2"}).to_string();
+    let calls: Vec<(&str, String, &str)> = vec![
+        ("no_such_tool", "{}".into(), "Error: unknown tool"),
+        (
+            "read_file",
+            "[1, 2]".into(),
+            "Error: arguments for read_file",
+        ),
+        (
+            "read_file",
+            r#"{"path": 5}"#.into(),
+            "Error: invalid arguments for read_file",
+        ),
+        ("edit_file", edit.clone(), "Error: read "),
+        ("read_file", r#"{"path": "missing.txt"}"#.into(), "Error: "),
+        (
+            "bash",
+            r#"{"command": "cat /proc/1/environ"}"#.into(),
+            "Error: Blocked:",
+        ),
+        (
+            "bash",
+            r#"{"command": "echo x", "timeout": 0}"#.into(),
+            "Error: timeout must be",
+        ),
+    ];
+    for (i, (tool, args, _)) in calls.iter().enumerate() {
+        f.llm
+            .push(sse(openai::tool_call(&format!("call_{i}"), tool, &[args])));
+        f.llm.push(sse(openai::text(&["ok"])));
+    }
+    for (i, (tool, _, want)) in calls.iter().enumerate() {
+        f.session.send(&format!("try {tool}")).await.unwrap();
+        let out = last_tool_result(&f.llm, 2 * i + 1);
+        assert!(out.starts_with(want), "{tool}: {out}");
+        assert_eq!(out.matches("Error:").count(), 1, "{tool}: {out}");
+    }
+    // A file deleted between approval and execution: the same format.
+    f.llm.push(sse(openai::tool_call(
+        "call_r",
+        "read_file",
+        &[r#"{"path": "e.txt"}"#],
+    )));
+    f.llm
+        .push(sse(openai::tool_call("call_e", "edit_file", &[&edit])));
+    f.llm.push(sse(openai::text(&["done"])));
+    *f.ui.delete_on_prompt.lock().unwrap() = Some(f.ws.join("e.txt"));
+    f.ui.answers.lock().unwrap().push_back(Approval {
+        approved: true,
+        always: false,
+        feedback: None,
+    });
+    f.session.send("edit e").await.unwrap();
+    let n = f.llm.requests().len();
+    let out = last_tool_result(&f.llm, n - 1);
+    assert!(out.starts_with("Error: file not found: "), "{out}");
+    assert_eq!(out.matches("Error:").count(), 1, "{out}");
+    // The front end got the same texts as the model, all marked as errors.
+    let results = f.ui.results.lock().unwrap();
+    let errors: Vec<&(String, bool)> = results.iter().filter(|r| r.1).collect();
+    assert_eq!(errors.len(), calls.len() + 1, "{results:?}");
+    assert!(
+        errors
+            .iter()
+            .all(|(o, _)| o.starts_with("Error: ") && o.matches("Error:").count() == 1)
+    );
 }
 
 #[tokio::test]

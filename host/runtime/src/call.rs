@@ -77,6 +77,8 @@ impl LoadedPlugin {
         op: impl AsyncFnOnce(&mut Store<HostState>) -> wasmtime::Result<R>,
     ) -> Result<R, CallError> {
         self.ctx.counters.call();
+        // The epoch ticks (deadlines, yields) only while some call holds this.
+        let _active = self.epoch.enter();
         let cancelled = Arc::new(AtomicBool::new(false));
         let mut store = self.new_store(sink, cancelled.clone())?;
         let limit = self.ctx.limits.call_timeout + WALL_GRACE;

@@ -1,7 +1,7 @@
 //! The one wasmtime [`Engine`] shared by every plugin, and its epoch ticker.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
@@ -60,43 +60,137 @@ pub fn build_engine(opts: &EngineOptions) -> wasmtime::Result<Engine> {
     Engine::new(&config)
 }
 
+/// Whether guest code may be running: the epoch ticker sleeps while no call
+/// is in flight, so an idle host never wakes for it.
+#[derive(Default)]
+pub struct EpochGate {
+    active: Mutex<usize>,
+    wake: Condvar,
+    stop: AtomicBool,
+    ticks: AtomicU64,
+}
+
+/// Held while a call runs guest code; dropping it lets the ticker rest.
+pub struct ActiveCall(Arc<EpochGate>);
+
+impl EpochGate {
+    /// Marks a call as running until the returned guard drops.
+    pub fn enter(self: &Arc<Self>) -> ActiveCall {
+        let mut n = self.active.lock().unwrap_or_else(|p| p.into_inner());
+        *n += 1;
+        if *n == 1 {
+            self.wake.notify_all();
+        }
+        ActiveCall(self.clone())
+    }
+
+    /// Calls in flight.
+    pub fn active(&self) -> usize {
+        *self.active.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Epoch increments so far.
+    pub fn ticks(&self) -> u64 {
+        self.ticks.load(Ordering::Relaxed)
+    }
+
+    /// Blocks until a call is in flight; false once stopping.
+    fn wait_for_work(&self) -> bool {
+        let mut n = self.active.lock().unwrap_or_else(|p| p.into_inner());
+        while *n == 0 && !self.stop.load(Ordering::Acquire) {
+            n = self.wake.wait(n).unwrap_or_else(|p| p.into_inner());
+        }
+        !self.stop.load(Ordering::Acquire)
+    }
+}
+
+impl Drop for ActiveCall {
+    fn drop(&mut self) {
+        let mut n = self.0.active.lock().unwrap_or_else(|p| p.into_inner());
+        *n = n.saturating_sub(1);
+    }
+}
+
 /// Advances the engine's epoch every [`EPOCH_TICK`] on a plain thread (never a
-/// tokio worker), until dropped.
+/// tokio worker) while a call is in flight, until dropped. Deadlines count
+/// ticks, and ticks only pass while guest code may run, so pausing loses
+/// nothing: a store's deadline is set relative to the epoch when it starts.
 pub struct EpochTicker {
-    stop: Arc<AtomicBool>,
+    gate: Arc<EpochGate>,
     handle: Option<JoinHandle<()>>,
 }
 
 impl EpochTicker {
     /// Starts ticking `engine`.
     pub fn start(engine: &Engine) -> std::io::Result<Self> {
-        let stop = Arc::new(AtomicBool::new(false));
+        let gate = Arc::new(EpochGate::default());
         let weak = engine.weak();
-        let flag = stop.clone();
+        let g = gate.clone();
         let handle = std::thread::Builder::new()
             .name("turnstone-epoch".into())
             .spawn(move || {
-                while !flag.load(Ordering::Relaxed) {
+                while g.wait_for_work() {
                     std::thread::sleep(EPOCH_TICK);
                     match weak.upgrade() {
                         Some(engine) => engine.increment_epoch(),
                         None => break,
                     }
+                    g.ticks.fetch_add(1, Ordering::Relaxed);
                 }
             })?;
         Ok(Self {
-            stop,
+            gate,
             handle: Some(handle),
         })
+    }
+
+    /// The gate calls enter while they run guest code.
+    pub fn gate(&self) -> Arc<EpochGate> {
+        self.gate.clone()
     }
 }
 
 impl Drop for EpochTicker {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
+        self.gate.stop.store(true, Ordering::Release);
+        {
+            let _n = self.gate.active.lock().unwrap_or_else(|p| p.into_inner());
+            self.gate.wake.notify_all();
+        }
         if let Some(h) = self.handle.take() {
             // The thread wakes within one tick; joining keeps shutdown tidy.
             let _ = h.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_epoch_advances_only_while_a_call_is_active() {
+        let engine = build_engine(&EngineOptions {
+            pooling: false,
+            ..Default::default()
+        })
+        .unwrap();
+        let ticker = EpochTicker::start(&engine).unwrap();
+        let gate = ticker.gate();
+        std::thread::sleep(EPOCH_TICK * 10);
+        assert_eq!(gate.ticks(), 0, "no call, no ticks");
+        let guard = gate.enter();
+        let nested = gate.enter();
+        std::thread::sleep(EPOCH_TICK * 10);
+        drop(nested);
+        assert!(gate.ticks() >= 3, "ticks while active: {}", gate.ticks());
+        drop(guard);
+        std::thread::sleep(EPOCH_TICK * 3);
+        let after = gate.ticks();
+        std::thread::sleep(EPOCH_TICK * 10);
+        assert_eq!(gate.ticks(), after, "paused again");
+        let t = std::time::Instant::now();
+        drop(ticker); // stops promptly even while idle
+        assert!(t.elapsed() < std::time::Duration::from_secs(1));
     }
 }

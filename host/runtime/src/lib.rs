@@ -64,7 +64,7 @@ pub struct Runtime {
     tool_linker: Linker<HostState>,
     provider_linker: Linker<HostState>,
     channel_linker: Linker<HostState>,
-    _ticker: EpochTicker,
+    ticker: EpochTicker,
 }
 
 fn base_linker(engine: &Engine) -> wasmtime::Result<Linker<HostState>> {
@@ -97,13 +97,18 @@ impl Runtime {
             tool_linker,
             provider_linker,
             channel_linker,
-            _ticker: ticker,
+            ticker,
         })
     }
 
     /// The shared engine.
     pub fn engine(&self) -> &Engine {
         &self.engine
+    }
+
+    /// The gate guest calls hold while they run (the epoch ticks only then).
+    pub fn epoch_gate(&self) -> std::sync::Arc<engine::EpochGate> {
+        self.ticker.gate()
     }
 
     /// The component cache.

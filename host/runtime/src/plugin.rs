@@ -241,6 +241,8 @@ pub(crate) enum InstancePre {
 /// A plugin ready to be called. Cheap to share; every call gets a fresh store.
 pub struct LoadedPlugin {
     pub(crate) engine: Engine,
+    /// Held while a call runs, so the epoch ticker runs only then.
+    pub(crate) epoch: std::sync::Arc<crate::engine::EpochGate>,
     pub(crate) pre: InstancePre,
     /// The manifest.
     pub manifest: Manifest,
@@ -403,6 +405,7 @@ impl LoadedPlugin {
         let (ctx, skipped_grants) = context_for(&self.manifest, &self.source, settings);
         Ok(LoadedPlugin {
             engine: self.engine.clone(),
+            epoch: self.epoch.clone(),
             pre: self.pre.clone(),
             manifest: self.manifest.clone(),
             source: self.source.clone(),
@@ -506,6 +509,7 @@ impl Runtime {
         let (ctx, skipped_grants) = context_for(&manifest, &source, settings);
         let mut plugin = LoadedPlugin {
             engine: self.engine().clone(),
+            epoch: self.epoch_gate(),
             pre,
             manifest,
             source,

@@ -440,6 +440,31 @@ pub(crate) fn bad_request(msg: impl Into<String>) -> ApiError {
     ApiError(StatusCode::BAD_REQUEST, msg.into())
 }
 
+/// Whether reading a body failed on its length limit (413, not 400).
+pub(crate) fn is_length_limit(e: &axum::Error) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(c) = cause {
+        if c.is::<http_body_util::LengthLimitError>() {
+            return true;
+        }
+        cause = c.source();
+    }
+    false
+}
+
+/// The answer to a body that could not be read: 413 when too large, else
+/// 400 (it stalled past the body timeout or the connection broke).
+pub(crate) fn body_error(e: axum::Error) -> ApiError {
+    if is_length_limit(&e) {
+        ApiError(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "request body too large".into(),
+        )
+    } else {
+        bad_request("the request body could not be read (it stalled or was cut off)")
+    }
+}
+
 /// Parses a JSON body, answering 400 (never 422/500) for a bad one.
 pub(crate) fn parse<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
     serde_json::from_slice(body).map_err(|e| bad_request(format!("invalid JSON body: {e}")))
@@ -571,21 +596,16 @@ pub(crate) async fn login(
     let headers = req.headers().clone();
     let body = axum::body::to_bytes(req.into_body(), 64 * 1024)
         .await
-        .map_err(|_| {
-            ApiError(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "request body too large".into(),
-            )
-        })?;
+        .map_err(body_error)?;
     let b: LoginBody = parse(&body)?;
     let invalid = || ApiError(StatusCode::UNAUTHORIZED, "Invalid credentials".into());
     let throttle = &state.login.throttle;
     if let Some(token) = b.token.filter(|t| !t.is_empty()) {
-        throttle.check(ip, None).map_err(throttled)?;
+        throttle.attempt(ip, None).map_err(throttled)?;
         let Some((tok, user)) = state.db.verify_api_token(&token).await? else {
-            throttle.failed(ip, None);
             return Err(invalid().into());
         };
+        throttle.succeeded(ip, None);
         let scopes = tok.scopes.iter().filter_map(|s| Scope::parse(s)).collect();
         return Ok(session_response(&state, &headers, &user, scopes, "token")?);
     }
@@ -593,7 +613,7 @@ pub(crate) async fn login(
         return Err(bad_request("username and password, or token, are required").into());
     };
     // Refused before any hashing: guessing costs the server nothing.
-    if let Err(wait) = throttle.check(ip, Some(&username)) {
+    if let Err(wait) = throttle.attempt(ip, Some(&username)) {
         if let Some(n) = &state.node {
             n.metrics.login_throttled();
         }
@@ -610,7 +630,7 @@ pub(crate) async fn login(
         .map_err(busy)?;
     match user {
         Some(u) if ok => {
-            throttle.succeeded(&username);
+            throttle.succeeded(ip, Some(&username));
             Ok(session_response(
                 &state,
                 &headers,
@@ -619,10 +639,7 @@ pub(crate) async fn login(
                 "password",
             )?)
         }
-        _ => {
-            throttle.failed(ip, Some(&username));
-            Err(invalid().into())
-        }
+        _ => Err(invalid().into()),
     }
 }
 

@@ -1,8 +1,9 @@
 //! Failed-login throttling, on by default (`[auth.login_throttle]`): a token
-//! bucket per client address and one per username; each failed login takes a
-//! token from both, and a login is refused with 429 while either is empty —
-//! before any password is hashed, so guessing costs the server nothing.
-//! A successful login refills its username's bucket. Buckets live in memory
+//! bucket per client address and one per username. Each login attempt takes
+//! a token from both as it starts, and is refused with 429 while either is
+//! empty — before any password is hashed, so guessing costs the server
+//! nothing. A successful login gives the address its token back and forgets
+//! the username's failures, so only failures add up. Buckets live in memory
 //! and are pruned when the table grows, never by a timer.
 
 use std::collections::HashMap;
@@ -77,38 +78,40 @@ impl<K: Hash + Eq + Clone> Table<K> {
         }
     }
 
-    fn refilled(&self, b: Bucket, now: Instant) -> f64 {
-        (b.tokens + now.duration_since(b.at).as_secs_f64() * self.per_sec).min(self.burst)
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<K, Bucket>> {
+        self.buckets.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// How long until `key` may try again (`None`: now).
-    fn wait(&self, key: &K, now: Instant) -> Option<Duration> {
-        let map = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
-        let tokens = map.get(key).map(|b| self.refilled(*b, now))?;
-        (tokens < 1.0).then(|| Duration::from_secs_f64((1.0 - tokens) / self.per_sec))
+    fn tokens(&self, map: &HashMap<K, Bucket>, key: &K, now: Instant) -> f64 {
+        map.get(key).map_or(self.burst, |b| {
+            (b.tokens + now.duration_since(b.at).as_secs_f64() * self.per_sec).min(self.burst)
+        })
     }
 
-    fn take(&self, key: &K, now: Instant) {
-        let mut map = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
-        if map.len() >= PRUNE_ABOVE {
-            let burst = self.burst;
-            map.retain(|_, b| self.refilled(*b, now) < burst);
+    /// How long until `key` has a token (`None`: it has one now).
+    fn wait(&self, map: &HashMap<K, Bucket>, key: &K, now: Instant) -> Option<Duration> {
+        let t = self.tokens(map, key, now);
+        (t < 1.0).then(|| Duration::from_secs_f64((1.0 - t) / self.per_sec))
+    }
+
+    /// Adds `delta` tokens to `key` (negative takes).
+    fn adjust(&self, map: &mut HashMap<K, Bucket>, key: &K, delta: f64, now: Instant) {
+        if map.len() >= PRUNE_ABOVE && !map.contains_key(key) {
+            let full: Vec<K> = map
+                .keys()
+                .filter(|k| self.tokens(map, k, now) >= self.burst)
+                .cloned()
+                .collect();
+            for k in full {
+                map.remove(&k);
+            }
         }
-        let tokens = map.get(key).map_or(self.burst, |b| self.refilled(*b, now));
-        map.insert(
-            key.clone(),
-            Bucket {
-                tokens: (tokens - 1.0).max(0.0),
-                at: now,
-            },
-        );
-    }
-
-    fn reset(&self, key: &K) {
-        self.buckets
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(key);
+        let tokens = (self.tokens(map, key, now) + delta).clamp(0.0, self.burst);
+        if tokens >= self.burst {
+            map.remove(key);
+        } else {
+            map.insert(key.clone(), Bucket { tokens, at: now });
+        }
     }
 }
 
@@ -133,38 +136,47 @@ impl LoginThrottle {
         name.trim().to_lowercase()
     }
 
-    /// `Err(wait)` when the address or the username must wait before another
-    /// attempt.
-    pub fn check(&self, ip: Option<IpAddr>, username: Option<&str>) -> Result<(), Duration> {
+    /// Admits one login attempt: takes a token from the address's and the
+    /// username's bucket, or (taking none) says how long to wait. Counting
+    /// attempts as they start, not failures as they end, means a burst of
+    /// concurrent guesses cannot all slip in before the first one fails.
+    pub fn attempt(&self, ip: Option<IpAddr>, username: Option<&str>) -> Result<(), Duration> {
         if !self.enabled {
             return Ok(());
         }
         let now = Instant::now();
-        let by_ip = ip.and_then(|ip| self.ips.wait(&ip, now));
-        let by_user = username.and_then(|u| self.users.wait(&Self::user_key(u), now));
-        match by_ip.into_iter().chain(by_user).max() {
-            Some(wait) => Err(wait),
-            None => Ok(()),
+        let user = username.map(Self::user_key);
+        // Fixed lock order: addresses, then usernames.
+        let mut ips = self.ips.lock();
+        let mut users = self.users.lock();
+        let by_ip = ip.and_then(|ip| self.ips.wait(&ips, &ip, now));
+        let by_user = user.as_ref().and_then(|u| self.users.wait(&users, u, now));
+        if let Some(wait) = by_ip.into_iter().chain(by_user).max() {
+            return Err(wait);
         }
+        if let Some(ip) = ip {
+            self.ips.adjust(&mut ips, &ip, -1.0, now);
+        }
+        if let Some(u) = &user {
+            self.users.adjust(&mut users, u, -1.0, now);
+        }
+        Ok(())
     }
 
-    /// Records a failed attempt.
-    pub fn failed(&self, ip: Option<IpAddr>, username: Option<&str>) {
+    /// The admitted attempt succeeded: the address gets its token back and
+    /// the username's failures are forgotten.
+    pub fn succeeded(&self, ip: Option<IpAddr>, username: Option<&str>) {
         if !self.enabled {
             return;
         }
         let now = Instant::now();
         if let Some(ip) = ip {
-            self.ips.take(&ip, now);
+            let mut ips = self.ips.lock();
+            self.ips.adjust(&mut ips, &ip, 1.0, now);
         }
         if let Some(u) = username {
-            self.users.take(&Self::user_key(u), now);
+            self.users.lock().remove(&Self::user_key(u));
         }
-    }
-
-    /// Records a successful login: the username's failures are forgotten.
-    pub fn succeeded(&self, username: &str) {
-        self.users.reset(&Self::user_key(username));
     }
 }
 
@@ -189,53 +201,76 @@ mod tests {
     }
 
     #[test]
-    fn failures_empty_the_buckets_and_time_refills_them() {
+    fn attempts_take_tokens_and_the_empty_bucket_says_how_long_to_wait() {
         let t = LoginThrottle::new(&cfg());
         let ip: IpAddr = "192.0.2.1".parse().unwrap();
         let other: IpAddr = "192.0.2.2".parse().unwrap();
         for _ in 0..3 {
-            assert!(t.check(Some(ip), Some("nobody")).is_ok());
-            t.failed(Some(ip), None);
+            assert!(t.attempt(Some(ip), None).is_ok());
         }
-        let wait = t.check(Some(ip), None).unwrap_err();
+        let wait = t.attempt(Some(ip), None).unwrap_err();
         assert!(
             wait > Duration::from_millis(500) && wait <= Duration::from_secs(1),
             "{wait:?}"
         );
-        assert!(t.check(Some(other), None).is_ok(), "addresses are separate");
-        // Two failures for one username from different addresses lock the name.
-        t.failed(Some(other), Some("Alice"));
-        t.failed(Some("192.0.2.3".parse().unwrap()), Some("alice "));
+        assert!(
+            t.attempt(Some(other), None).is_ok(),
+            "addresses are separate"
+        );
+        // Two attempts on one username from different addresses lock the name.
+        t.attempt(Some(other), Some("Alice")).unwrap();
+        t.attempt(Some("192.0.2.3".parse().unwrap()), Some("alice "))
+            .unwrap();
         let wait = t
-            .check(Some("192.0.2.4".parse().unwrap()), Some("ALICE"))
+            .attempt(Some("192.0.2.4".parse().unwrap()), Some("ALICE"))
             .unwrap_err();
         assert!(
             wait > Duration::from_secs(1) && wait <= Duration::from_secs(2),
             "{wait:?}"
         );
-        t.succeeded("alice");
-        assert!(t.check(None, Some("alice")).is_ok());
+        // A refused attempt took nothing from the address.
+        assert!(t.attempt(Some("192.0.2.4".parse().unwrap()), None).is_ok());
+        t.succeeded(None, Some("alice"));
+        assert!(t.attempt(None, Some("alice")).is_ok());
+    }
+
+    #[test]
+    fn a_success_gives_the_address_its_token_back() {
+        let t = LoginThrottle::new(&cfg());
+        let ip: IpAddr = "192.0.2.9".parse().unwrap();
+        for _ in 0..10 {
+            t.attempt(Some(ip), Some("bob")).unwrap();
+            t.succeeded(Some(ip), Some("bob"));
+        }
+        assert!(t.attempt(Some(ip), Some("bob")).is_ok());
     }
 
     #[test]
     fn buckets_refill_over_time() {
         let table: Table<u8> = Table::new(1, 600.0); // one every 100 ms
         let start = Instant::now();
-        table.take(&1, start);
-        assert!(table.wait(&1, start).is_some());
-        assert!(table.wait(&1, start + Duration::from_millis(100)).is_none());
+        let mut map = table.lock();
+        table.adjust(&mut map, &1, -1.0, start);
+        assert!(table.wait(&map, &1, start).is_some());
+        assert!(
+            table
+                .wait(&map, &1, start + Duration::from_millis(100))
+                .is_none()
+        );
     }
 
     #[test]
     fn the_table_is_pruned_not_grown_without_bound() {
         let table: Table<u32> = Table::new(1, 6000.0);
         let start = Instant::now();
+        let mut map = table.lock();
         for k in 0..PRUNE_ABOVE as u32 {
-            table.take(&k, start);
+            table.adjust(&mut map, &k, -1.0, start);
         }
+        assert_eq!(map.len(), PRUNE_ABOVE);
         // Later every old bucket has refilled: the next insert drops them.
-        table.take(&u32::MAX, start + Duration::from_secs(5));
-        assert_eq!(table.buckets.lock().unwrap().len(), 1);
+        table.adjust(&mut map, &u32::MAX, -1.0, start + Duration::from_secs(5));
+        assert_eq!(map.len(), 1);
     }
 
     #[test]
@@ -245,9 +280,8 @@ mod tests {
             ..cfg()
         });
         for _ in 0..100 {
-            t.failed(None, Some("x"));
+            assert!(t.attempt(None, Some("x")).is_ok());
         }
-        assert!(t.check(None, Some("x")).is_ok());
         assert!(
             LoginThrottleConfig {
                 per_user_burst: 0,

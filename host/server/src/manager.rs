@@ -348,6 +348,7 @@ impl Manager {
         };
         let ws = Workstream::start(core, session);
         self.write().insert(ws_id.to_string(), ws.clone());
+        self.metrics.aggregate_touched();
         Ok(ws)
     }
 
@@ -408,6 +409,7 @@ impl Manager {
     /// Unloads a workstream (it stays saved, state `closed`).
     pub async fn unload(&self, ws_id: &str, reason: &str) -> bool {
         let ws = self.write().remove(ws_id);
+        self.metrics.aggregate_touched();
         let Some(ws) = ws else { return false };
         ws.close(reason).await;
         if let Err(e) = self
@@ -446,11 +448,17 @@ impl Manager {
         n
     }
 
-    /// Publishes `aggregate` on the global stream (service subscribers) once a
-    /// second when the node's totals changed, until `stop`.
+    /// Publishes `aggregate` on the global stream (service subscribers) when
+    /// the node's totals changed, at most once a second, until `stop`. An idle
+    /// node never wakes for it.
     pub async fn publish_aggregate(self: Arc<Self>, stop: tokio_util::sync::CancellationToken) {
         let mut last = None;
         loop {
+            // Asleep until something changes; then at most once a second.
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = self.metrics.aggregate_change() => {}
+            }
             tokio::select! {
                 () = stop.cancelled() => return,
                 () = tokio::time::sleep(Duration::from_secs(1)) => {}

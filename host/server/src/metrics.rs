@@ -26,6 +26,9 @@ pub struct Metrics {
     backend_down: std::sync::atomic::AtomicBool,
     /// (method, route, status) → (count, seconds).
     http: Mutex<HttpSeries>,
+    /// Signalled when a figure of the global `aggregate` event may have
+    /// changed, so its publisher sleeps while nothing happens.
+    aggregate_changed: tokio::sync::Notify,
 }
 
 /// Facts gathered at scrape time.
@@ -50,11 +53,24 @@ impl Metrics {
         self.prompt_tokens.fetch_add(u64::from(prompt), Relaxed);
         self.completion_tokens
             .fetch_add(u64::from(completion), Relaxed);
+        self.aggregate_touched();
     }
 
     /// Adds tool calls.
     pub fn tool_calls(&self, n: u64) {
         self.tool_calls.fetch_add(n, Relaxed);
+        self.aggregate_touched();
+    }
+
+    /// Something the `aggregate` event reports may have changed (a workstream
+    /// came, went, started or finished a turn).
+    pub fn aggregate_touched(&self) {
+        self.aggregate_changed.notify_one();
+    }
+
+    /// Waits for [`Self::aggregate_touched`] (a change before the wait counts).
+    pub async fn aggregate_change(&self) {
+        self.aggregate_changed.notified().await;
     }
 
     /// Counts a finished turn.

@@ -116,6 +116,8 @@ pub struct Core {
     handoffs: Mutex<HashMap<String, u64>>,
     /// Closed: no more sends.
     closed: std::sync::atomic::AtomicBool,
+    /// Cancelled on close: wakes the worker (no polling).
+    closing: tokio_util::sync::CancellationToken,
     /// Queued messages by `msg_id` (for `DELETE …/send`).
     queued_ids: Mutex<HashMap<String, String>>,
 }
@@ -169,6 +171,7 @@ impl Core {
             busy: Mutex::new(false),
             handoffs: Mutex::new(HashMap::new()),
             closed: Default::default(),
+            closing: Default::default(),
             queued_ids: Mutex::new(HashMap::new()),
         }
     }
@@ -271,6 +274,7 @@ impl Core {
         }
         *b = true;
         self.touch();
+        self.metrics.aggregate_touched();
         true
     }
 
@@ -280,6 +284,7 @@ impl Core {
         self.touch();
         if !*b {
             *b = true;
+            self.metrics.aggregate_touched();
             return SendOutcome::Start;
         }
         match queue.push(text) {
@@ -296,6 +301,7 @@ impl Core {
             Some(m) => Some(m),
             None => {
                 *b = false;
+                self.metrics.aggregate_touched();
                 None
             }
         }
@@ -304,6 +310,7 @@ impl Core {
     /// Releases a claim that did not start a turn.
     pub fn release(&self) {
         *lock(&self.busy) = false;
+        self.metrics.aggregate_touched();
     }
 
     /// Pending approval cards (for the connect preamble and details).
@@ -477,6 +484,7 @@ impl Workstream {
             return;
         }
         self.cancel.cancel();
+        self.core.closing.cancel();
         lock(&self.core.cycles).clear();
         self.core.emit("ws_closed", json!({"reason": reason}));
         self.core.emit_global(
@@ -512,7 +520,7 @@ async fn worker(core: Arc<Core>, mut session: ChatSession, mut rx: mpsc::Receive
             j = rx.recv() => j,
             // Closing cancels the turn and then stops the worker even though
             // the job sender lives on in the manager.
-            () = closed(&core) => None,
+            () = core.closing.cancelled() => None,
         };
         let Some(job) = job else { break };
         match job {
@@ -561,12 +569,6 @@ async fn worker(core: Arc<Core>, mut session: ChatSession, mut rx: mpsc::Receive
         }
     }
     core.release();
-}
-
-async fn closed(core: &Core) {
-    while !core.is_closed() {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
 }
 
 impl Core {

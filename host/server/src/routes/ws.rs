@@ -61,8 +61,8 @@ pub(crate) async fn create(
         }
         match axum::body::to_bytes(req.into_body(), MAX_JSON_BODY).await {
             Ok(b) => (b, Vec::new()),
-            Err(e) if is_length_limit(&e) => return too_large().into_response(),
-            Err(_) => return bad_request("the body could not be read").into_response(),
+            Err(e) if crate::http::is_length_limit(&e) => return too_large().into_response(),
+            Err(e) => return crate::http::body_error(e).into_response(),
         }
     };
     match create_inner(&state, &id, &body, files).await {
@@ -88,18 +88,6 @@ fn too_large() -> ApiError {
         StatusCode::PAYLOAD_TOO_LARGE,
         format!("request body too large (at most {MAX_JSON_BODY} bytes)"),
     )
-}
-
-/// Whether reading a body failed on its length limit (413, not 400).
-fn is_length_limit(e: &axum::Error) -> bool {
-    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(c) = cause {
-        if c.is::<http_body_util::LengthLimitError>() {
-            return true;
-        }
-        cause = c.source();
-    }
-    false
 }
 
 enum CreateError {
