@@ -123,7 +123,8 @@ async fn ungranted_hosts_are_denied_before_any_connection() {
         .await
         .unwrap();
     assert!(raw.is_error);
-    assert_eq!(raw.output, "ErrorCode::HttpRequestDenied");
+    // One "Error: " prefix, added by the SDK.
+    assert_eq!(raw.output, "Error: ErrorCode::HttpRequestDenied");
     // A different name for the same address is a different (ungranted) host.
     let by_name = p
         .execute(
@@ -135,7 +136,7 @@ async fn ungranted_hosts_are_denied_before_any_connection() {
         )
         .await
         .unwrap();
-    assert_eq!(by_name.output, "ErrorCode::HttpRequestDenied");
+    assert_eq!(by_name.output, "Error: ErrorCode::HttpRequestDenied");
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(
         srv.connections.load(Ordering::SeqCst),

@@ -76,7 +76,7 @@ async fn word_count_describes_its_rust_type_and_counts() {
         .unwrap()
         .unwrap_err();
     assert!(
-        malformed.starts_with("invalid arguments for word_count"),
+        malformed.starts_with("Error: invalid arguments for word_count"),
         "{malformed}"
     );
     let bad = p

@@ -145,6 +145,7 @@ impl LoginThrottle {
             return Ok(());
         }
         let now = Instant::now();
+        let ip = ip.map(crate::ratelimit::client_key);
         let user = username.map(Self::user_key);
         // Fixed lock order: addresses, then usernames.
         let mut ips = self.ips.lock();
@@ -170,7 +171,7 @@ impl LoginThrottle {
             return;
         }
         let now = Instant::now();
-        if let Some(ip) = ip {
+        if let Some(ip) = ip.map(crate::ratelimit::client_key) {
             let mut ips = self.ips.lock();
             self.ips.adjust(&mut ips, &ip, 1.0, now);
         }
@@ -217,6 +218,13 @@ mod tests {
             t.attempt(Some(other), None).is_ok(),
             "addresses are separate"
         );
+        // An IPv6 client is its /64: rotating the interface id does not help.
+        for i in 1..=3 {
+            let v6: IpAddr = format!("2001:db8:7:7::{i}").parse().unwrap();
+            assert!(t.attempt(Some(v6), None).is_ok());
+        }
+        let rotated: IpAddr = "2001:db8:7:7:ffff::9".parse().unwrap();
+        assert!(t.attempt(Some(rotated), None).is_err());
         // Two attempts on one username from different addresses lock the name.
         t.attempt(Some(other), Some("Alice")).unwrap();
         t.attempt(Some("192.0.2.3".parse().unwrap()), Some("alice "))

@@ -59,10 +59,7 @@ impl RateLimiter {
 
     /// `Ok` when `ip` may proceed, else how long to wait.
     pub fn check(&self, ip: IpAddr) -> Result<(), Duration> {
-        let ip = match ip {
-            IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(ip),
-            v4 => v4,
-        };
+        let ip = client_key(ip);
         // Forget idle clients now and then so the table stays small.
         if self.gcra.len() > 10_000 {
             self.gcra.retain_recent();
@@ -70,6 +67,23 @@ impl RateLimiter {
         self.gcra
             .check_key(&ip)
             .map_err(|not_until| not_until.wait_time_from(self.clock.now()))
+    }
+}
+
+/// The identity of a client address for per-client limits (rate limiting,
+/// login throttling, the connection cap): an IPv4 address as is (also when it
+/// arrives IPv4-mapped), an IPv6 address by its /64 — one subscriber's
+/// network, where a client may rotate through 2^64 addresses at will.
+pub fn client_key(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let s = v6.segments();
+                IpAddr::V6(std::net::Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
+            }
+        },
     }
 }
 
@@ -99,6 +113,23 @@ mod tests {
         let wait = l.check(a).unwrap_err();
         assert!(wait > Duration::from_millis(500) && wait <= Duration::from_secs(1));
         assert!(l.check(b).is_ok(), "buckets are per address");
+    }
+
+    #[test]
+    fn ipv6_clients_are_one_client_per_64() {
+        let a = client_key("2001:db8:1:2:aaaa::1".parse().unwrap());
+        let b = client_key("2001:db8:1:2:ffff:1:2:3".parse().unwrap());
+        let c = client_key("2001:db8:1:3::1".parse().unwrap());
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+        assert_eq!(
+            client_key("::ffff:192.0.2.7".parse().unwrap()),
+            "192.0.2.7".parse::<IpAddr>().unwrap()
+        );
+        assert_eq!(
+            client_key("192.0.2.7".parse().unwrap()),
+            "192.0.2.7".parse::<IpAddr>().unwrap()
+        );
     }
 
     #[test]

@@ -24,7 +24,8 @@ pub struct ConnectionLimits {
     /// A request body that sends nothing for this long is abandoned (400)
     /// and its connection closed.
     pub body_timeout: Duration,
-    /// Concurrent connections one client address may hold (0: no cap).
+    /// Concurrent connections one client address (an IPv6 client: its /64)
+    /// may hold (0: no cap).
     pub max_per_ip: usize,
 }
 
@@ -133,7 +134,7 @@ pub async fn serve(
             },
             () = &mut signal => break,
         };
-        let Some(slot) = per_ip.claim(remote.ip()) else {
+        let Some(slot) = per_ip.claim(crate::ratelimit::client_key(remote.ip())) else {
             if let Some(m) = &metrics {
                 m.connection_refused();
             }
