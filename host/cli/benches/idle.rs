@@ -23,8 +23,8 @@ fn clk_tck() -> f64 {
         .unwrap_or(100.0)
 }
 
-/// (user + system clock ticks, context switches over all threads).
-fn sample(pid: u32) -> (u64, u64) {
+/// User + system clock ticks, and context switches per thread name.
+fn sample(pid: u32) -> (u64, std::collections::BTreeMap<String, u64>) {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     // Fields after the parenthesised command name; utime and stime are 14 and 15.
     let after = stat.rsplit_once(')').map_or("", |(_, r)| r);
@@ -37,21 +37,20 @@ fn sample(pid: u32) -> (u64, u64) {
             .get(12)
             .and_then(|v| v.parse::<u64>().ok())
             .unwrap_or(0);
-    let mut switches = 0;
+    let mut switches = std::collections::BTreeMap::new();
     if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
         for t in tasks.flatten() {
+            let name = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
             let status = std::fs::read_to_string(t.path().join("status")).unwrap_or_default();
-            for line in status.lines() {
-                if line.starts_with("voluntary_ctxt_switches")
-                    || line.starts_with("nonvoluntary_ctxt_switches")
-                {
-                    switches += line
-                        .split_whitespace()
-                        .nth(1)
-                        .and_then(|v| v.parse::<u64>().ok())
-                        .unwrap_or(0);
-                }
-            }
+            let n: u64 = status
+                .lines()
+                .filter(|l| {
+                    l.starts_with("voluntary_ctxt_switches")
+                        || l.starts_with("nonvoluntary_ctxt_switches")
+                })
+                .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+                .sum();
+            *switches.entry(name.trim().to_string()).or_insert(0) += n;
         }
     }
     (ticks, switches)
@@ -62,10 +61,22 @@ async fn measure(srv: &Server, label: &str, secs: u64) -> f64 {
     tokio::time::sleep(Duration::from_secs(secs)).await;
     let (t1, s1) = sample(srv.pid());
     let cpu = (t1 - t0) as f64 / clk_tck() / secs as f64 * 100.0;
+    let per_thread: Vec<String> = s1
+        .iter()
+        .map(|(name, n)| {
+            let before = s0.get(name).copied().unwrap_or(0);
+            format!(
+                "{name} {:.1}",
+                n.saturating_sub(before) as f64 / secs as f64
+            )
+        })
+        .collect();
+    let total: u64 = s1.values().sum::<u64>() - s0.values().sum::<u64>().min(s1.values().sum());
     println!(
-        "{label:<34} {:>5} ticks in {secs} s = {cpu:.3} % of a core; {:.1} thread wake-ups/s",
+        "{label:<30} {:>4} ticks in {secs} s = {cpu:.3} % of a core; {:.1} wake-ups/s ({})",
         t1 - t0,
-        (s1 - s0) as f64 / secs as f64
+        total as f64 / secs as f64,
+        per_thread.join(", ")
     );
     cpu
 }
@@ -84,6 +95,8 @@ async fn main() {
     srv.create(&admin, json!({"name": "idle"})).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let one = measure(&srv, "idle, one workstream loaded", secs).await;
+    // Stop the server before exiting (process::exit skips destructors).
+    drop(srv);
     let budget = 0.5;
     if empty > budget || one > budget {
         eprintln!("over the idle budget of {budget} % of a core");

@@ -571,18 +571,25 @@ impl Reconciler {
 
     /// Watches every plugin directory and rescans ~`debounce` after the last
     /// change. Keep the returned guard alive as long as watching should go on.
+    ///
+    /// Only changes count: inotify also reports every open and read of a
+    /// watched directory — which each rescan does itself — and reacting to
+    /// those would rescan forever (5 % of a core on an idle server).
     pub fn watch(
         &self,
         dirs: &[PathBuf],
         debounce: Duration,
-    ) -> Result<PluginWatcher, notify_debouncer_mini::notify::Error> {
-        use notify_debouncer_mini::{DebounceEventResult, new_debouncer, notify::RecursiveMode};
-        let me = self.clone();
-        let mut debouncer = new_debouncer(debounce, move |res: DebounceEventResult| match res {
-            Ok(events) if !events.is_empty() => me.nudge(),
-            Ok(_) => {}
-            Err(e) => tracing::warn!("plugin directory watch: {e}"),
-        })?;
+    ) -> Result<PluginWatcher, notify::Error> {
+        use notify::{EventKind, RecursiveMode, Watcher};
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let mut watcher =
+            notify::recommended_watcher(move |res: notify::Result<notify::Event>| match res {
+                Ok(ev) if matches!(ev.kind, EventKind::Access(_)) => {}
+                Ok(_) => {
+                    let _ = tx.send(());
+                }
+                Err(e) => tracing::warn!("plugin directory watch: {e}"),
+            })?;
         let mut watched = Vec::new();
         for d in dirs {
             let d = expand_home(d);
@@ -590,19 +597,37 @@ impl Reconciler {
                 tracing::debug!(dir = %d.display(), "plugin directory missing; not watched");
                 continue;
             }
-            debouncer.watcher().watch(&d, RecursiveMode::Recursive)?;
+            watcher.watch(&d, RecursiveMode::Recursive)?;
             watched.push(d);
         }
+        // Debounce on a plain thread that sleeps until a change arrives: one
+        // nudge once `debounce` has passed without another.
+        let me = self.clone();
+        std::thread::Builder::new()
+            .name("turnstone-watch".into())
+            .spawn(move || {
+                while rx.recv().is_ok() {
+                    loop {
+                        match rx.recv_timeout(debounce) {
+                            Ok(()) => continue,
+                            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => break,
+                            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return,
+                        }
+                    }
+                    me.nudge();
+                }
+            })
+            .map_err(notify::Error::io)?;
         Ok(PluginWatcher {
-            _debouncer: debouncer,
+            _watcher: watcher,
             dirs: watched,
         })
     }
 }
 
-/// Keeps a directory watch alive.
+/// Keeps a directory watch alive (dropping it ends the debounce thread too).
 pub struct PluginWatcher {
-    _debouncer: notify_debouncer_mini::Debouncer<notify_debouncer_mini::notify::RecommendedWatcher>,
+    _watcher: notify::RecommendedWatcher,
     dirs: Vec<PathBuf>,
 }
 

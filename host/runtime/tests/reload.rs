@@ -228,3 +228,45 @@ async fn a_call_in_flight_finishes_on_its_version_even_after_removal() {
         "the call that started on v1 ends on v1"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_watcher_ignores_reads_of_the_plugin_directories() {
+    let s = setup().await;
+    let root = s.wasm.parent().unwrap().parent().unwrap().to_path_buf();
+    let _watch = s
+        .rec
+        .watch(std::slice::from_ref(&root), Duration::from_millis(50))
+        .unwrap();
+    let mut reports = s.rec.subscribe();
+    // Reading the directories and files (as every rescan does) is no change.
+    for _ in 0..20 {
+        for e in std::fs::read_dir(&root).unwrap() {
+            let dir = e.unwrap().path();
+            for f in std::fs::read_dir(&dir).unwrap() {
+                std::fs::read(f.unwrap().path()).unwrap();
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        matches!(
+            reports.try_recv(),
+            Err(tokio::sync::broadcast::error::TryRecvError::Empty)
+        ),
+        "reads alone triggered a pass"
+    );
+    // A real change does.
+    deploy(&s.wasm, &variant("MARKER-v2-c0ffee7d"));
+    let r = tokio::time::timeout(Duration::from_secs(10), reports.recv())
+        .await
+        .expect("a pass after the change")
+        .unwrap();
+    assert_eq!(
+        kinds(&r),
+        [ChangeKind::Updated {
+            from: "1.0.0".into()
+        }]
+    );
+    assert_eq!(call(&s.live, "{}").await, "MARKER-v2-c0ffee7d");
+}
