@@ -452,6 +452,20 @@ pub(crate) fn is_length_limit(e: &axum::Error) -> bool {
     false
 }
 
+/// Reads and discards up to `cap` bytes of `body` (its inactivity timeout
+/// still applies), so a refused client can finish sending and read the answer.
+pub(crate) async fn drain(body: axum::body::Body, cap: usize) {
+    use http_body_util::BodyExt;
+    let mut body = body;
+    let mut seen = 0usize;
+    while seen < cap {
+        match body.frame().await {
+            Some(Ok(f)) => seen += f.data_ref().map_or(0, |d| d.len()),
+            Some(Err(_)) | None => break,
+        }
+    }
+}
+
 /// The answer to a body that could not be read: 413 when too large, else
 /// 400 (it stalled past the body timeout or the connection broke).
 pub(crate) fn body_error(e: axum::Error) -> ApiError {

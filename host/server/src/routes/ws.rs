@@ -56,7 +56,13 @@ pub(crate) async fn create(
             .get(axum::http::header::CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<usize>().ok());
-        if declared.is_some_and(|n| n > MAX_JSON_BODY) {
+        if let Some(n) = declared.filter(|n| *n > MAX_JSON_BODY) {
+            // Read what the client is sending (within reason) before saying
+            // no, so it can finish writing and see the 413 instead of a
+            // broken pipe.
+            if n <= DRAIN_CAP {
+                crate::http::drain(req.into_body(), DRAIN_CAP).await;
+            }
             return too_large().into_response();
         }
         match axum::body::to_bytes(req.into_body(), MAX_JSON_BODY).await {
@@ -82,6 +88,8 @@ pub(crate) async fn create(
 
 /// Largest JSON body of `/new` (the multipart variant has its own limits).
 const MAX_JSON_BODY: usize = 2 << 20;
+/// Oversized bodies up to this size are read and dropped before the 413.
+const DRAIN_CAP: usize = 64 << 20;
 
 fn too_large() -> ApiError {
     ApiError(
