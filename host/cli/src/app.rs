@@ -7,9 +7,9 @@ use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
+use turnstone_engine::events::EventSink;
 use turnstone_engine::models::{CliModel, LiveModels, ModelRegistry};
 use turnstone_engine::session::{ChatSession, SessionConfig};
-use turnstone_engine::ui::SessionUi;
 use turnstone_runtime::reconcile::{Desired, Shared};
 use turnstone_runtime::registry::{LoadOptions, default_builtin_dir};
 use turnstone_runtime::{LivePlugins, PluginRegistry, Runtime, RuntimeOptions};
@@ -307,19 +307,14 @@ impl App {
     }
 
     /// A session on workstream `ws_id` (history resumed when `resume`).
-    pub async fn session(
-        &self,
-        ws_id: &str,
-        ui: Arc<dyn SessionUi>,
-        resume: bool,
-    ) -> Result<ChatSession> {
+    pub async fn session(&self, ws_id: &str, sink: EventSink, resume: bool) -> Result<ChatSession> {
         let (binding, fallbacks) = self.models.bindings(None)?;
         let cfg = SessionConfig {
             skip_permissions: self.flags.skip_permissions,
             tool_truncation: self.flags.tool_truncation,
             ..SessionConfig::new(ws_id, self.loaded.workspace.clone())
         };
-        let s = ChatSession::new(binding, self.loaded.live.clone(), ui, cfg)
+        let s = ChatSession::new(binding, self.loaded.live.clone(), sink, cfg)
             .with_fallbacks(fallbacks)
             .with_live_models(self.models.clone(), None)
             .with_storage(self.storage.clone(), ws_id);

@@ -15,11 +15,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use turnstone_engine::events::EventSink;
 use turnstone_engine::session::{ChatSession, ModelBinding, SessionConfig};
-use turnstone_engine::ui::{Approval, PendingTool, SessionUi};
-use turnstone_runtime::{
-    PluginRegistry, PluginSettings, PluginSource, Runtime, RuntimeOptions, SecretSource,
-};
+use turnstone_runtime::{PluginRegistry, PluginSettings, PluginSource, Runtime, RuntimeOptions};
 use turnstone_scripted_llm::{ScriptedLlm, Step, openai};
 use turnstone_storage::prelude::*;
 
@@ -28,25 +26,6 @@ const STREAM_DELTAS: usize = 20_000;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-struct Key;
-impl SecretSource for Key {
-    fn secret(&self, name: &str) -> Option<String> {
-        (name == "api_key").then(|| "sk-bench".to_string())
-    }
-}
-
-struct QuietUi;
-#[async_trait::async_trait]
-impl SessionUi for QuietUi {
-    async fn approve_tools(&self, _cycle: u64, _items: &[PendingTool]) -> Approval {
-        Approval {
-            approved: true,
-            always: false,
-            feedback: None,
-        }
-    }
 }
 
 fn step(frames: Vec<String>) -> Step {
@@ -132,20 +111,7 @@ async fn run() {
         )
         .await
         .expect("run `cargo xtask build-components` first");
-    let binding = ModelBinding {
-        plugin: Arc::new(provider),
-        provider: "openai".into(),
-        base_url: format!("{}/v1", llm.base_url()),
-        model: "gpt-4o-mini".into(),
-        context_window: 128_000,
-        secrets: Some(Arc::new(Key)),
-        temperature: None,
-        max_tokens: None,
-        reasoning_effort: None,
-        capabilities: None,
-        replay_reasoning: false,
-        admission: None,
-    };
+    let binding = ModelBinding::for_test(Arc::new(provider), &format!("{}/v1", llm.base_url()));
     let tools = Arc::new(PluginRegistry::default());
     let dir = tempfile::tempdir().expect("tempdir");
     let db = turnstone_storage::open(&turnstone_storage::DbConfig {
@@ -175,7 +141,7 @@ async fn run() {
         let mut session = ChatSession::new(
             binding.clone(),
             tools.clone(),
-            Arc::new(QuietUi),
+            EventSink::with_handler(|_| {}),
             SessionConfig::new(created.ws_id.clone(), dir.path().to_path_buf()),
         )
         .with_storage(db.clone(), created.ws_id);
@@ -247,7 +213,7 @@ async fn run() {
         let mut session = ChatSession::new(
             binding.clone(),
             tools.clone(),
-            Arc::new(QuietUi),
+            EventSink::with_handler(|_| {}),
             SessionConfig::new("bench_stream", dir.path().to_path_buf()),
         );
         llm.push(long());

@@ -1,188 +1,16 @@
 //! The conversation loop end to end: scripted LLM over loopback → real openai
 //! provider component → real tool components → results back to the model.
 
-use std::collections::VecDeque;
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 use turnstone_engine::session::{ChatSession, ModelBinding, SessionConfig};
 use turnstone_engine::turn::Role;
-use turnstone_engine::ui::{Approval, PendingTool, SessionState, SessionUi};
-use turnstone_runtime::config::PluginsConfig;
-use turnstone_runtime::registry::LoadOptions;
-use turnstone_runtime::{
-    LoadedPlugin, PluginRegistry, PluginSettings, PluginSource, Runtime, RuntimeOptions,
-    SecretSource,
-};
+use turnstone_protocol::{Decision, SessionState};
+use turnstone_runtime::PluginRegistry;
 use turnstone_scripted_llm::{ScriptedLlm, Step, openai};
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-struct Key;
-
-impl SecretSource for Key {
-    fn secret(&self, name: &str) -> Option<String> {
-        (name == "api_key").then(|| "sk-session".to_string())
-    }
-}
-
-#[derive(Default)]
-struct Ui {
-    content: Mutex<String>,
-    states: Mutex<Vec<SessionState>>,
-    prompts: Mutex<Vec<(u64, Vec<PendingTool>)>>,
-    answers: Mutex<VecDeque<Approval>>,
-    results: Mutex<Vec<(String, bool)>>,
-    /// Removed when an approval is asked (a file deleted mid-approval).
-    delete_on_prompt: Mutex<Option<PathBuf>>,
-}
-
-#[async_trait::async_trait]
-impl SessionUi for Ui {
-    fn on_content_token(&self, t: &str) {
-        self.content.lock().unwrap().push_str(t);
-    }
-    fn on_state_change(&self, s: SessionState) {
-        self.states.lock().unwrap().push(s);
-    }
-    async fn approve_tools(&self, cycle: u64, items: &[PendingTool]) -> Approval {
-        self.prompts.lock().unwrap().push((cycle, items.to_vec()));
-        if let Some(p) = self.delete_on_prompt.lock().unwrap().take() {
-            std::fs::remove_file(p).unwrap();
-        }
-        let answer = self.answers.lock().unwrap().pop_front();
-        match answer {
-            Some(a) => a,
-            // No scripted answer: the user never responds (until a cancel).
-            None => std::future::pending().await,
-        }
-    }
-    fn on_tool_result(&self, _id: &str, _name: &str, output: &str, is_error: bool) {
-        self.results
-            .lock()
-            .unwrap()
-            .push((output.to_string(), is_error));
-    }
-}
-
-struct Fixture {
-    binding: ModelBinding,
-    tools: Arc<PluginRegistry>,
-    llm: ScriptedLlm,
-    ui: Arc<Ui>,
-    session: ChatSession,
-    ws: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-/// A test runtime sharing the on-disk component cache.
-fn test_runtime() -> Runtime {
-    Runtime::new(RuntimeOptions {
-        cache_dir: Some(root().join("target/test-cache")),
-        ..Default::default()
-    })
-    .unwrap()
-}
-
-/// The openai provider component granted loopback `ports` (and `api_key`).
-async fn openai_provider(rt: &Runtime, ports: &[u16]) -> LoadedPlugin {
-    let hosts: Vec<String> = ports.iter().map(|p| format!("\"127.0.0.1:{p}\"")).collect();
-    let grant = toml::from_str(&format!(
-        "http = [{}]\nsecrets = [\"api_key\"]",
-        hosts.join(", ")
-    ))
-    .unwrap();
-    rt.load(
-        PluginSource {
-            dir: root().join("target/components/openai"),
-            builtin: true,
-        },
-        PluginSettings {
-            grant: Some(grant),
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap()
-}
-
-async fn fixture(script: Vec<Step>, skip_permissions: bool) -> Fixture {
-    let llm = ScriptedLlm::start(script).await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let ws = std::fs::canonicalize(dir.path()).unwrap();
-    let rt = test_runtime();
-    let provider = openai_provider(&rt, &[llm.port()]).await;
-    let mut config = PluginsConfig {
-        dirs: vec![root().join("target/test-components")],
-        disabled: vec!["future_wit".into()],
-        ..Default::default()
-    };
-    config.grants.insert(
-        "hostile".into(),
-        toml::from_str(r#"filesystem = [{ path = "workspace", access = "rw" }]"#).unwrap(),
-    );
-    let tools = PluginRegistry::load_all(
-        &rt,
-        &LoadOptions {
-            builtin_dir: Some(root().join("target/components")),
-            config,
-            workspace: Some(ws.clone()),
-            ..Default::default()
-        },
-    )
-    .await;
-    assert!(tools.tool("read_file").is_some() && tools.tool("write").is_some());
-    let tools = Arc::new(tools);
-    let ui = Arc::new(Ui::default());
-    let binding = ModelBinding {
-        plugin: Arc::new(provider),
-        provider: "openai".into(),
-        base_url: format!("{}/v1", llm.base_url()),
-        model: "gpt-4o-mini".into(),
-        context_window: 128_000,
-        secrets: Some(Arc::new(Key)),
-        temperature: None,
-        max_tokens: None,
-        reasoning_effort: None,
-        capabilities: None,
-        replay_reasoning: false,
-        admission: None,
-    };
-    let session = ChatSession::new(
-        binding.clone(),
-        tools.clone(),
-        ui.clone(),
-        SessionConfig {
-            skip_permissions,
-            retry_base: Duration::from_millis(20),
-            ..SessionConfig::new("ws_test", ws.clone())
-        },
-    );
-    Fixture {
-        binding,
-        tools,
-        llm,
-        ui,
-        session,
-        ws,
-        _dir: dir,
-    }
-}
-
-impl Fixture {
-    fn session_tools(&self) -> Arc<PluginRegistry> {
-        self.tools.clone()
-    }
-}
-
-fn sse(frames: Vec<String>) -> Step {
-    Step::Sse {
-        frames,
-        gap: Duration::ZERO,
-    }
-}
+use turnstone_test_support::engine::{openai_provider, session as fixture, test_runtime};
+use turnstone_test_support::sse;
 
 /// The content of the last tool message in request `n`.
 fn last_tool_result(llm: &ScriptedLlm, n: usize) -> String {
@@ -200,15 +28,12 @@ fn last_tool_result(llm: &ScriptedLlm, n: usize) -> String {
 async fn plain_reply_streams_and_ends_idle() {
     let mut f = fixture(vec![sse(openai::text(&["Hello", " there"]))], false).await;
     f.session.send("hi").await.unwrap();
-    assert_eq!(*f.ui.content.lock().unwrap(), "Hello there");
+    assert_eq!(f.recorder.content(), "Hello there");
     let turns = f.session.turns();
     assert_eq!(turns.len(), 2);
     assert_eq!(turns[1].role, Role::Assistant);
     assert_eq!(turns[1].text_content(), "Hello there");
-    assert_eq!(
-        f.ui.states.lock().unwrap().last(),
-        Some(&SessionState::Idle)
-    );
+    assert_eq!(f.recorder.states().last(), Some(&SessionState::Idle));
     let req = &f.llm.requests()[0];
     assert_eq!(req.body["messages"][0]["content"], "hi");
     let tool_names: Vec<&str> = req.body["tools"]
@@ -237,7 +62,7 @@ async fn auto_approved_tool_runs_and_its_result_reaches_the_model() {
     std::fs::write(f.ws.join("notes.txt"), "alpha\n").unwrap();
     f.session.send("what is in notes.txt?").await.unwrap();
     assert!(
-        f.ui.prompts.lock().unwrap().is_empty(),
+        f.recorder.prompts().is_empty(),
         "read_file is auto-approved"
     );
     let reqs = f.llm.requests();
@@ -270,7 +95,7 @@ async fn approval_with_feedback_always_and_denial() {
     f.llm.push(sse(openai::text(&["ok again"])));
 
     // y + feedback + always: runs, the model sees the feedback.
-    f.ui.answers.lock().unwrap().push_back(Approval {
+    f.recorder.answer(Decision {
         approved: true,
         always: true,
         feedback: Some("use small files".into()),
@@ -278,11 +103,11 @@ async fn approval_with_feedback_always_and_denial() {
     f.session.send("write a").await.unwrap();
     assert!(a.exists());
     {
-        let prompts = f.ui.prompts.lock().unwrap();
+        let prompts = f.recorder.prompts();
         assert_eq!(prompts.len(), 1);
-        assert_eq!(prompts[0].0, 1, "cycle ids start at 1");
-        assert!(prompts[0].1[0].needs_approval);
-        assert_eq!(prompts[0].1[0].name, "write");
+        assert_eq!(prompts[0].cycle_id.len(), 32, "cycle ids are 32 hex");
+        assert!(prompts[0].items[0].needs_approval);
+        assert_eq!(prompts[0].items[0].func_name, "write");
     }
     let second = &f.llm.requests()[1];
     let tool_msg = &second.body["messages"][2];
@@ -294,7 +119,7 @@ async fn approval_with_feedback_always_and_denial() {
     // "always" covers the next call of the same tool: no prompt.
     f.session.send("write b").await.unwrap();
     assert!(b.exists());
-    assert_eq!(f.ui.prompts.lock().unwrap().len(), 1);
+    assert_eq!(f.recorder.prompts().len(), 1);
 }
 
 #[tokio::test]
@@ -312,7 +137,7 @@ async fn denial_bad_arguments_and_unknown_tools_become_error_results() {
         .push(sse(openai::tool_call("call_3", "read_file", &["[1, 2]"])));
     f.llm.push(sse(openai::text(&["fine"])));
 
-    f.ui.answers.lock().unwrap().push_back(Approval {
+    f.recorder.answer(Decision {
         approved: false,
         always: false,
         feedback: Some("not now".into()),
@@ -337,7 +162,7 @@ async fn denial_bad_arguments_and_unknown_tools_become_error_results() {
         bad.starts_with("Error: arguments for read_file must be a JSON object"),
         "{bad}"
     );
-    let errors: Vec<bool> = f.ui.results.lock().unwrap().iter().map(|r| r.1).collect();
+    let errors: Vec<bool> = f.recorder.results().iter().map(|r| r.1).collect();
     assert_eq!(errors, [true, true, true]);
 }
 
@@ -392,8 +217,10 @@ async fn every_refusal_path_reaches_the_model_with_one_error_prefix() {
     f.llm
         .push(sse(openai::tool_call("call_e", "edit_file", &[&edit])));
     f.llm.push(sse(openai::text(&["done"])));
-    *f.ui.delete_on_prompt.lock().unwrap() = Some(f.ws.join("e.txt"));
-    f.ui.answers.lock().unwrap().push_back(Approval {
+    let doomed = f.ws.join("e.txt");
+    f.recorder
+        .on_next_prompt(move |_| std::fs::remove_file(&doomed).unwrap());
+    f.recorder.answer(Decision {
         approved: true,
         always: false,
         feedback: None,
@@ -404,7 +231,7 @@ async fn every_refusal_path_reaches_the_model_with_one_error_prefix() {
     assert!(out.starts_with("Error: file not found: "), "{out}");
     assert_eq!(out.matches("Error:").count(), 1, "{out}");
     // The front end got the same texts as the model, all marked as errors.
-    let results = f.ui.results.lock().unwrap();
+    let results = f.recorder.results();
     let errors: Vec<&(String, bool)> = results.iter().filter(|r| r.1).collect();
     assert_eq!(errors.len(), calls.len() + 1, "{results:?}");
     assert!(
@@ -424,7 +251,7 @@ async fn skip_permissions_runs_without_prompting() {
     f.llm.push(sse(openai::text(&["done"])));
     f.session.send("write d").await.unwrap();
     assert!(d.exists());
-    assert!(f.ui.prompts.lock().unwrap().is_empty());
+    assert!(f.recorder.prompts().is_empty());
 }
 
 #[tokio::test]
@@ -440,10 +267,7 @@ async fn a_provider_error_surfaces_and_sets_the_error_state() {
     .await;
     let err = f.session.send("hi").await.unwrap_err();
     assert!(err.to_string().contains("Auth"), "{err}");
-    assert_eq!(
-        f.ui.states.lock().unwrap().last(),
-        Some(&SessionState::Error)
-    );
+    assert_eq!(f.recorder.states().last(), Some(&SessionState::Error));
 }
 
 #[tokio::test]
@@ -517,12 +341,12 @@ async fn an_unreachable_primary_falls_back_to_the_next_model() {
         model: "primary-model".into(),
         ..f.binding.clone()
     };
-    let ui = f.ui.clone();
+    let sink = f.sink.clone();
     let tools = Arc::new(PluginRegistry::default());
     let mut session = ChatSession::new(
         primary,
         tools,
-        ui.clone(),
+        sink.clone(),
         SessionConfig {
             retry_base: Duration::from_millis(5),
             ..SessionConfig::new("ws_fb", f.ws.clone())
@@ -573,8 +397,8 @@ async fn every_turn_persists_and_a_resumed_session_continues() {
     f.llm.push(sse(openai::text(&["You asked about n.txt."])));
     let session = ChatSession::new(
         f.binding.clone(),
-        f.session_tools(),
-        f.ui.clone(),
+        f.tools.clone(),
+        f.sink.clone(),
         SessionConfig::new(ws.clone(), f.ws.clone()),
     )
     .with_storage(db.clone(), ws.clone());
@@ -599,8 +423,8 @@ async fn every_turn_persists_and_a_resumed_session_continues() {
     // A new process: resume from storage and continue the same conversation.
     let mut resumed = ChatSession::new(
         f.binding.clone(),
-        f.session_tools(),
-        f.ui.clone(),
+        f.tools.clone(),
+        f.sink.clone(),
         SessionConfig::new(ws.clone(), f.ws.clone()),
     )
     .with_storage(db.clone(), ws.clone())
@@ -641,8 +465,8 @@ async fn an_interrupted_tool_batch_is_repaired_on_resume() {
     .await;
     let mut s = ChatSession::new(
         f.binding.clone(),
-        f.session_tools(),
-        f.ui.clone(),
+        f.tools.clone(),
+        f.sink.clone(),
         SessionConfig::new(ws.clone(), f.ws.clone()),
     )
     .with_storage(db.clone(), ws.clone())
@@ -672,8 +496,8 @@ async fn a_storage_failure_is_reported_and_the_turn_kept_in_memory() {
     // The workstream does not exist: every save fails with a typed error.
     let mut s = ChatSession::new(
         f.binding.clone(),
-        f.session_tools(),
-        f.ui.clone(),
+        f.tools.clone(),
+        f.sink.clone(),
         SessionConfig::new("ghost", f.ws.clone()),
     )
     .with_storage(db, "ghost");
@@ -687,10 +511,7 @@ async fn a_storage_failure_is_reported_and_the_turn_kept_in_memory() {
         f.llm.requests().is_empty(),
         "no model call after a failed save"
     );
-    assert_eq!(
-        f.ui.states.lock().unwrap().last(),
-        Some(&SessionState::Error)
-    );
+    assert_eq!(f.recorder.states().last(), Some(&SessionState::Error));
 }
 
 #[tokio::test]
@@ -727,10 +548,7 @@ async fn cancel_mid_stream_keeps_the_partial_text_marked_interrupted() {
         text.starts_with("one ") && !text.contains("four"),
         "{text:?}"
     );
-    assert_eq!(
-        f.ui.states.lock().unwrap().last(),
-        Some(&SessionState::Idle)
-    );
+    assert_eq!(f.recorder.states().last(), Some(&SessionState::Idle));
 }
 
 #[tokio::test]
@@ -806,8 +624,8 @@ async fn max_concurrency_admits_one_generation_at_a_time() {
     for i in 0..2 {
         let mut s = ChatSession::new(
             binding.clone(),
-            f.session_tools(),
-            f.ui.clone(),
+            f.tools.clone(),
+            f.sink.clone(),
             SessionConfig::new(format!("ws{i}"), f.ws.clone()),
         );
         tasks.push(tokio::spawn(async move {
@@ -846,8 +664,8 @@ async fn a_registry_alias_becomes_a_working_binding() {
     let binding = ModelBinding::from_alias(alias, f.binding.plugin.clone());
     let mut s = ChatSession::new(
         binding,
-        f.session_tools(),
-        f.ui.clone(),
+        f.tools.clone(),
+        f.sink.clone(),
         SessionConfig::new("ws_alias", f.ws.clone()),
     );
     s.send("hi").await.unwrap();
@@ -877,8 +695,8 @@ async fn auto_compaction_summarizes_and_checkpoints_while_keeping_sources() {
     };
     let mut s = ChatSession::new(
         binding,
-        f.session_tools(),
-        f.ui.clone(),
+        f.tools.clone(),
+        f.sink.clone(),
         SessionConfig {
             auto_compact_pct: 10,
             ..SessionConfig::new(ws.clone(), f.ws.clone())
@@ -932,8 +750,8 @@ async fn auto_compaction_summarizes_and_checkpoints_while_keeping_sources() {
     // A resumed session continues from the summary.
     let resumed = ChatSession::new(
         f.binding.clone(),
-        f.session_tools(),
-        f.ui.clone(),
+        f.tools.clone(),
+        f.sink.clone(),
         SessionConfig::new(ws.clone(), f.ws.clone()),
     )
     .with_storage(db.clone(), ws.clone())
@@ -972,8 +790,8 @@ async fn compaction_mid_tool_loop_keeps_the_in_flight_batch_verbatim() {
     };
     let mut s = ChatSession::new(
         binding,
-        f.session_tools(),
-        f.ui.clone(),
+        f.tools.clone(),
+        f.sink.clone(),
         SessionConfig {
             auto_compact_pct: 10,
             ..SessionConfig::new(ws.clone(), f.ws.clone())
@@ -1009,8 +827,8 @@ async fn compaction_mid_tool_loop_keeps_the_in_flight_batch_verbatim() {
     // Resume sees the same view: summary, carried request, verbatim tail, answer.
     let resumed = ChatSession::new(
         f.binding.clone(),
-        f.session_tools(),
-        f.ui.clone(),
+        f.tools.clone(),
+        f.sink.clone(),
         SessionConfig::new(ws.clone(), f.ws.clone()),
     )
     .with_storage(db.clone(), ws.clone())
@@ -1067,7 +885,7 @@ async fn a_message_queued_during_a_tool_run_joins_at_the_tool_result_seam() {
     let q2 = queue.clone();
     tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(150)).await;
-        q2.push("also check the logs").unwrap();
+        q2.push("q1", "also check the logs").unwrap();
     });
     f.session.send("wait a bit").await.unwrap();
     let msgs = f.llm.requests()[1].body["messages"]
@@ -1090,10 +908,12 @@ async fn a_message_queued_during_a_tool_run_joins_at_the_tool_result_seam() {
     );
     assert!(queue.is_empty());
     for i in 0..MAX_QUEUED {
-        queue.push(format!("m{i}")).unwrap();
+        assert_eq!(queue.push(format!("id{i}"), format!("m{i}")), Ok(i + 1));
     }
-    assert_eq!(queue.push("one too many"), Err(QueueFull));
-    assert_eq!(queue.remove(0).as_deref(), Some("m0"));
+    assert_eq!(queue.push("id-x", "one too many"), Err(QueueFull));
+    assert_eq!(queue.remove("id3").as_deref(), Some("m3"));
+    assert_eq!(queue.remove("id3"), None, "removed once");
+    assert_eq!(queue.pop().as_deref(), Some("m0"));
 }
 
 #[tokio::test]
@@ -1151,7 +971,7 @@ async fn a_session_killed_mid_tool_resumes_with_the_batch_repaired() {
     )));
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_engine-crash-session"))
         .args([
-            root().join("target").to_str().unwrap(),
+            turnstone_test_support::target().to_str().unwrap(),
             db_path.to_str().unwrap(),
             &ws,
             &format!("{}/v1", f.llm.base_url()),
@@ -1189,8 +1009,8 @@ async fn a_session_killed_mid_tool_resumes_with_the_batch_repaired() {
     ])));
     let mut s = ChatSession::new(
         f.binding.clone(),
-        f.session_tools(),
-        f.ui.clone(),
+        f.tools.clone(),
+        f.sink.clone(),
         SessionConfig::new(ws.clone(), f.ws.clone()),
     )
     .with_storage(db.clone(), ws.clone())
@@ -1242,8 +1062,8 @@ async fn a_registry_reload_applies_from_the_next_turn_and_spares_the_one_in_flig
     );
     let mut s = ChatSession::new(
         f.binding.clone(),
-        f.session_tools(),
-        f.ui.clone(),
+        f.tools.clone(),
+        f.sink.clone(),
         SessionConfig::new("ws_live", f.ws.clone()),
     )
     .with_live_models(live.clone(), None);
@@ -1358,8 +1178,8 @@ async fn rewind_retry_and_clear_edit_memory_and_storage_together() {
     }
     let mut s = ChatSession::new(
         f.binding.clone(),
-        f.session_tools(),
-        f.ui.clone(),
+        f.tools.clone(),
+        f.sink.clone(),
         SessionConfig::new(ws.clone(), f.ws.clone()),
     )
     .with_storage(db.clone(), ws.clone());

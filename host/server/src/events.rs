@@ -2,7 +2,6 @@
 //! that reconnects with `Last-Event-ID` gets exactly what it missed (or an
 //! honest `replay_truncated` when the ring no longer covers the gap).
 
-use serde_json::Value;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use tokio::sync::broadcast;
@@ -67,8 +66,8 @@ impl EventHub {
     }
 
     /// Numbers `event`, keeps it for replay and sends it to live subscribers.
-    pub fn publish(&self, event: &Value) -> u64 {
-        let json: Arc<str> = Arc::from(event.to_string());
+    pub fn publish(&self, event: &impl serde::Serialize) -> u64 {
+        let json: Arc<str> = Arc::from(turnstone_protocol::wire::to_json(event));
         let mut g = self.lock();
         let id = g.next_id;
         g.next_id += 1;

@@ -2,7 +2,6 @@
 //! state, activity and approvals. Frames are tagged with the owning user so an
 //! ordinary user's stream can be filtered to their own workstreams.
 
-use serde_json::Value;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::sync::broadcast;
@@ -47,7 +46,7 @@ impl GlobalHub {
     }
 
     /// Publishes `event`, owned by `owner`.
-    pub fn publish(&self, owner: Option<&str>, event: &Value) {
+    pub fn publish(&self, owner: Option<&str>, event: &turnstone_protocol::GlobalEvent) {
         if self.tx.receiver_count() == 0 {
             return;
         }
@@ -55,7 +54,7 @@ impl GlobalHub {
         let _ = self.tx.send(GlobalEvent {
             id: Arc::from(format!("{}-{n}", self.epoch)),
             owner: owner.map(Arc::from),
-            json: Arc::from(event.to_string()),
+            json: Arc::from(turnstone_protocol::wire::to_json(event)),
         });
     }
 

@@ -3,15 +3,16 @@
 
 use crate::global::GlobalHub;
 use crate::metrics::Metrics;
-use crate::workstream::{Core, WebUi, Workstream};
-use serde_json::json;
+use crate::workstream::{Core, Workstream};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
+use turnstone_engine::SessionState;
+use turnstone_engine::events::EventSink;
 use turnstone_engine::models::LiveModels;
 use turnstone_engine::session::{ChatSession, SessionConfig};
-use turnstone_engine::ui::SessionState;
+use turnstone_protocol::{Aggregate, GlobalEvent, WsCreated};
 use turnstone_runtime::LivePlugins;
 use turnstone_storage::Storage;
 use turnstone_storage::prelude::*;
@@ -167,13 +168,17 @@ impl Manager {
                 let s = w.core.status();
                 s.state == SessionState::Idle || s.state == SessionState::Error
             })
-            .filter(|w| !w.core.is_busy())
+            .filter(|w| !w.is_busy())
             .min_by_key(|w| w.core.status().last_active);
         let Some(victim) = victim else {
             return Err(ManagerError::AtCapacity(self.len()));
         };
-        // Claim it so no send slips in between the check and the close.
-        if !victim.core.try_claim() {
+        // Hold its start lock so no send slips in between the check and the
+        // close (a send waiting on it then finds the workstream closed).
+        let Ok(_starting) = victim.starting.try_lock() else {
+            return Err(ManagerError::AtCapacity(self.len()));
+        };
+        if victim.is_busy() {
             return Err(ManagerError::AtCapacity(self.len()));
         }
         self.unload(&victim.core.ws_id, "evicted").await;
@@ -286,10 +291,16 @@ impl Manager {
         };
         self.global.publish(
             user_id,
-            &json!({
-                "type": "ws_created", "ws_id": r.ws_id, "name": name,
-                "model": ws.core.model.1, "model_alias": alias, "kind": "interactive",
-                "parent_ws_id": null, "user_id": user_id, "project_id": null, "persona": null,
+            &GlobalEvent::WsCreated(WsCreated {
+                ws_id: r.ws_id.clone(),
+                name: name.clone(),
+                model: ws.core.model.1.clone(),
+                model_alias: alias.clone(),
+                kind: "interactive".into(),
+                parent_ws_id: None,
+                user_id: user_id.map(String::from),
+                project_id: None,
+                persona: None,
             }),
         );
         Ok((ws, resumed, copied))
@@ -323,7 +334,7 @@ impl Manager {
             self.global.clone(),
             self.metrics.clone(),
         ));
-        let ui = Arc::new(WebUi::new(core.clone()));
+        let (sink, events) = EventSink::channel();
         let (binding, fallbacks) = self
             .deps
             .models
@@ -332,9 +343,10 @@ impl Manager {
         let cfg = SessionConfig {
             skip_permissions: skip,
             tool_truncation: self.deps.tool_truncation,
+            acting_user_id: user_id.map(String::from),
             ..SessionConfig::new(ws_id, self.deps.workspace.clone())
         };
-        let session = ChatSession::new(binding, self.deps.registry.clone(), ui, cfg)
+        let session = ChatSession::new(binding, self.deps.registry.clone(), sink, cfg)
             .with_fallbacks(fallbacks)
             .with_live_models(self.deps.models.clone(), Some(alias.to_string()))
             .with_storage(self.deps.db.clone(), ws_id);
@@ -346,7 +358,7 @@ impl Manager {
         } else {
             session
         };
-        let ws = Workstream::start(core, session);
+        let ws = Workstream::start(core, session, events);
         self.write().insert(ws_id.to_string(), ws.clone());
         self.metrics.aggregate_touched();
         Ok(ws)
@@ -434,7 +446,7 @@ impl Manager {
             .filter(|w| {
                 let s = w.core.status();
                 s.state == SessionState::Idle
-                    && !w.core.is_busy()
+                    && !w.is_busy()
                     && now.duration_since(s.last_active) >= timeout
             })
             .map(|w| w.core.ws_id.clone())
@@ -465,14 +477,18 @@ impl Manager {
             }
             let (tokens, tools) = self.metrics.totals();
             let all = self.all();
-            let active = all.iter().filter(|w| w.core.is_busy()).count();
+            let active = all.iter().filter(|w| w.is_busy()).count();
             let now = (tokens, tools, active, all.len());
             if last != Some(now) {
                 last = Some(now);
                 self.global.publish(
                     None,
-                    &json!({"type": "aggregate", "total_tokens": tokens, "total_tool_calls": tools,
-                            "active_count": active, "total_count": all.len()}),
+                    &GlobalEvent::Aggregate(Aggregate {
+                        total_tokens: tokens,
+                        total_tool_calls: tools,
+                        active_count: active,
+                        total_count: all.len(),
+                    }),
                 );
             }
         }
@@ -500,7 +516,7 @@ impl Manager {
     /// cancels them; every workstream is closed (history is saved as it goes).
     pub async fn shutdown(&self, grace: Duration) {
         let deadline = Instant::now() + grace;
-        while Instant::now() < deadline && self.all().iter().any(|w| w.core.is_busy()) {
+        while Instant::now() < deadline && self.all().iter().any(|w| w.is_busy()) {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         let ids: Vec<String> = self.all().iter().map(|w| w.core.ws_id.clone()).collect();

@@ -15,9 +15,10 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::AsyncBufReadExt;
 use tokio::sync::mpsc;
-use turnstone_engine::ui::Approval;
+use turnstone_engine::runner::Ack;
+use turnstone_protocol::{Decision, Op};
 use ui::{UiEvent, WsUi};
-use workstreams::{Job, PendingApproval, Slot};
+use workstreams::Slot;
 
 /// Spinner frame interval.
 const TICK: Duration = Duration::from_millis(80);
@@ -102,9 +103,10 @@ pub async fn run(app: App, resume: Option<String>, started: std::time::Instant) 
                     Some(l) => repl.on_input(InputEvent::Line(l)).await,
                     None => {
                         eof = true;
-                        if let Some(p) = repl.slots[repl.fg].approval.take() {
+                        let fg = repl.fg;
+                        if repl.slots[fg].approval.is_some() {
                             repl.console.print("· end of input: the pending tool call was denied");
-                            let _ = p.reply.send(Approval { approved: false, always: false, feedback: None });
+                            let _ = repl.slots[fg].answer(Decision::deny()).await;
                         }
                     }
                 }
@@ -183,14 +185,14 @@ impl Repl {
         self.next_id += 1;
         let ui = Arc::new(WsUi::new(id, self.console.clone(), self.events.clone()));
         let (session, name) = match resume {
-            Some(q) => self.resumed_session(q, ui.clone()).await?,
+            Some(q) => self.resumed_session(q, &ui).await?,
             None => {
                 let ws_id = self.app.create_workstream(&name).await?;
-                (self.app.session(&ws_id, ui.clone(), false).await?, name)
+                let sink = workstreams::sink_for(&ui);
+                (self.app.session(&ws_id, sink, false).await?, name)
             }
         };
-        self.slots
-            .push(Slot::spawn(id, name, session, ui, self.events.clone()));
+        self.slots.push(Slot::spawn(id, name, session, ui));
         Ok(self.slots.len() - 1)
     }
 
@@ -198,10 +200,11 @@ impl Repl {
     async fn resumed_session(
         &self,
         query: &str,
-        ui: Arc<WsUi>,
+        ui: &Arc<WsUi>,
     ) -> Result<(turnstone_engine::session::ChatSession, String)> {
         let ws = self.app.storage.resolve_workstream(query).await?;
-        let session = self.app.session(&ws.ws_id, ui.clone(), true).await?;
+        let sink = workstreams::sink_for(ui);
+        let session = self.app.session(&ws.ws_id, sink, true).await?;
         let name = ws
             .alias
             .clone()
@@ -271,15 +274,15 @@ impl Repl {
 
     fn on_event(&mut self, ev: UiEvent) {
         match ev {
-            UiEvent::Approval { ws, items, reply } => {
+            UiEvent::Approval { ws, request } => {
                 let Some(i) = self.slot_index(ws) else {
                     return;
                 };
                 let slot = &mut self.slots[i];
                 if i == self.fg {
-                    slot.ui.emit(slot.ui.approval_lines(&items));
+                    slot.ui.emit(slot.ui.approval_lines(&request.items));
                 }
-                slot.approval = Some(PendingApproval { items, reply });
+                slot.approval = Some(request);
                 if i != self.fg {
                     self.console.bell();
                     self.info(&format!(
@@ -321,13 +324,15 @@ impl Repl {
     }
 
     async fn on_line(&mut self, line: String) {
-        if let Some(pending) = self.slots[self.fg].approval.take() {
+        if self.slots[self.fg].approval.is_some() {
             match parse_approval(&line) {
                 Some(answer) => {
-                    let _ = pending.reply.send(answer);
+                    let fg = self.fg;
+                    if let Err(e) = self.slots[fg].answer(answer).await {
+                        self.error(&e.to_string());
+                    }
                 }
                 None => {
-                    self.slots[self.fg].approval = Some(pending);
                     self.info("answer y, n or a (optionally followed by a note for the model)");
                 }
             }
@@ -335,12 +340,12 @@ impl Repl {
         }
         match commands::parse(&line) {
             Ok(Some(cmd)) => self.command(cmd).await,
-            Ok(None) => self.message(line),
+            Ok(None) => self.message(line).await,
             Err(e) => self.error(&e),
         }
     }
 
-    fn message(&mut self, line: String) {
+    async fn message(&mut self, line: String) {
         let text = match line.strip_prefix("//") {
             Some(rest) => format!("/{rest}"),
             None => line,
@@ -348,14 +353,20 @@ impl Repl {
         if text.trim().is_empty() {
             return;
         }
-        let fg = &self.slots[self.fg];
-        if fg.busy() {
-            match fg.queue.push(text) {
-                Ok(()) => self.info("queued — it joins the conversation at the next tool result"),
-                Err(e) => self.error(&e.to_string()),
+        let op = Op::Send {
+            text,
+            parts: Vec::new(),
+            client_send_id: None,
+            sender: None,
+            attachments: Vec::new(),
+        };
+        match self.slots[self.fg].submit(op).await {
+            Ok(Ack::Queued { .. }) => {
+                self.info("queued — it joins the conversation at the next tool result")
             }
-        } else {
-            fg.submit(Job::Send(text));
+            Ok(Ack::QueueFull) => self.error(&turnstone_engine::session::QueueFull.to_string()),
+            Ok(_) => {}
+            Err(e) => self.error(&e.to_string()),
         }
     }
 
@@ -385,26 +396,25 @@ impl Repl {
                 s.cancel();
             }
         }
+        // A cancelled turn denies its approval and records what ran; the
+        // sessions then save and stop.
         let deadline = tokio::time::Instant::now() + EXIT_GRACE;
         while self.slots.iter().any(Slot::busy) {
             match tokio::time::timeout_at(deadline, rx.recv()).await {
-                Ok(Some(UiEvent::Approval { reply, .. })) => {
-                    let _ = reply.send(Approval {
-                        approved: false,
-                        always: false,
-                        feedback: None,
-                    });
-                }
+                Ok(Some(UiEvent::Finished { failed })) => self.failures += usize::from(failed),
                 Ok(Some(_)) => {}
                 Ok(None) | Err(_) => break,
             }
+        }
+        for s in &self.slots {
+            s.close(EXIT_GRACE).await;
         }
     }
 }
 
 /// `y`/`yes`, `n`/`no`, `a`/`always`, each optionally followed by feedback;
 /// any other text denies with that text as feedback. `None` for a blank line.
-pub fn parse_approval(line: &str) -> Option<Approval> {
+pub fn parse_approval(line: &str) -> Option<Decision> {
     let line = line.trim();
     if line.is_empty() {
         return None;
@@ -415,22 +425,22 @@ pub fn parse_approval(line: &str) -> Option<Approval> {
     };
     let feedback = (!rest.is_empty()).then(|| rest.to_string());
     Some(match word.to_ascii_lowercase().as_str() {
-        "y" | "yes" => Approval {
+        "y" | "yes" => Decision {
             approved: true,
             always: false,
             feedback,
         },
-        "a" | "always" => Approval {
+        "a" | "always" => Decision {
             approved: true,
             always: true,
             feedback,
         },
-        "n" | "no" => Approval {
+        "n" | "no" => Decision {
             approved: false,
             always: false,
             feedback,
         },
-        _ => Approval {
+        _ => Decision {
             approved: false,
             always: false,
             feedback: Some(line.to_string()),

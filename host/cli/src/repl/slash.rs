@@ -2,8 +2,9 @@
 
 use super::Repl;
 use super::commands::{Command, HELP};
-use super::workstreams::Job;
-use tokio::sync::oneshot;
+use super::workstreams::sink_for;
+use turnstone_engine::runner::Ack;
+use turnstone_protocol::Op;
 use turnstone_storage::prelude::*;
 
 impl Repl {
@@ -27,8 +28,12 @@ impl Repl {
             Command::Exit => self.exit = true,
             Command::Clear => {
                 if !self.refuse_if_busy("/clear") {
-                    self.slots[self.fg].submit(Job::Clear);
-                    self.info("context cleared (the history stays saved; /resume brings it back)");
+                    match self.slots[self.fg].submit(Op::Clear).await {
+                        Ok(_) => self.info(
+                            "context cleared (the history stays saved; /resume brings it back)",
+                        ),
+                        Err(e) => self.error(&e.to_string()),
+                    }
                 }
             }
             Command::New => {
@@ -37,16 +42,16 @@ impl Repl {
                 }
                 let name = self.slots[self.fg].name.clone();
                 let old = self.slots[self.fg].ws_id.clone();
-                let ui = self.slots[self.fg].ui.clone();
+                let sink = sink_for(&self.slots[self.fg].ui);
                 let made = async {
                     let ws_id = self.app.create_workstream(&name).await?;
-                    self.app.session(&ws_id, ui, false).await
+                    self.app.session(&ws_id, sink, false).await
                 }
                 .await;
                 match made {
                     Ok(session) => {
                         let fg = self.fg;
-                        self.slots[fg].replace(session, name);
+                        self.slots[fg].replace(session, name).await;
                         self.info(&format!(
                             "new workstream {} (the previous one, {old}, stays resumable)",
                             self.slots[fg].ws_id
@@ -69,27 +74,27 @@ impl Repl {
             Command::History(query) => self.history(query.as_deref()).await,
             Command::Compact => {
                 if !self.refuse_if_busy("/compact") {
-                    self.slots[self.fg].submit(Job::Compact);
+                    self.slots[self.fg].submit_in_background(Op::Compact);
                 }
             }
             Command::Retry => {
-                if !self.refuse_if_busy("/retry") {
-                    self.slots[self.fg].submit(Job::Retry);
+                if !self.refuse_if_busy("/retry")
+                    && let Err(e) = self.slots[self.fg].submit(Op::Retry).await
+                {
+                    self.error(&e.to_string());
                 }
             }
             Command::Rewind(n) => {
                 if self.refuse_if_busy("/rewind") {
                     return;
                 }
-                let (tx, rx) = oneshot::channel();
-                self.slots[self.fg].submit(Job::Rewind(n, tx));
-                match rx.await {
-                    Ok(Ok(text)) => self.info(&format!(
+                match self.slots[self.fg].submit(Op::Rewind { turns: n }).await {
+                    Ok(Ack::Rewound { text }) => self.info(&format!(
                         "rewound {n} message(s); the earliest removed was: {}",
                         one_line(&text, 80)
                     )),
-                    Ok(Err(e)) => self.error(&e),
-                    Err(_) => self.error("the workstream stopped"),
+                    Ok(_) => {}
+                    Err(e) => self.error(&e.to_string()),
                 }
             }
             Command::Model(None) => {
@@ -108,12 +113,15 @@ impl Repl {
                 if self.refuse_if_busy("/model") {
                     return;
                 }
-                let (tx, rx) = oneshot::channel();
-                self.slots[self.fg].submit(Job::Model(alias.clone(), tx));
-                match rx.await {
-                    Ok(Ok(model)) => self.info(&format!("this workstream now uses {alias} ({model})")),
-                    Ok(Err(e)) => self.error(&e),
-                    Err(_) => self.error("the workstream stopped"),
+                let op = Op::SetModel {
+                    alias: alias.clone(),
+                };
+                match self.slots[self.fg].submit(op).await {
+                    Ok(Ack::ModelSet { model }) => {
+                        self.info(&format!("this workstream now uses {alias} ({model})"))
+                    }
+                    Ok(_) => {}
+                    Err(e) => self.error(&e.to_string()),
                 }
             }
             Command::Plugins => {
@@ -214,10 +222,10 @@ impl Repl {
             return;
         }
         let ui = self.slots[self.fg].ui.clone();
-        match self.resumed_session(query, ui).await {
+        match self.resumed_session(query, &ui).await {
             Ok((session, name)) => {
                 let fg = self.fg;
-                self.slots[fg].replace(session, name);
+                self.slots[fg].replace(session, name).await;
             }
             Err(e) => self.error(&format!("{e:#}")),
         }

@@ -4,12 +4,12 @@
 
 use super::console::Console;
 use crate::markdown::{MarkdownStream, Styling};
-use async_trait::async_trait;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use tokio::sync::{mpsc, oneshot};
-use turnstone_engine::ui::{Approval, PendingTool, SessionState, SessionUi};
+use tokio::sync::mpsc;
+use turnstone_engine::events::SessionEvent;
+use turnstone_protocol::{ApproveRequest, Event, SessionState, ToolItem};
 
 /// Lines kept for a background workstream before the oldest are dropped.
 const BUFFER_MAX_LINES: usize = 20_000;
@@ -18,14 +18,12 @@ const RESULT_PREVIEW_LINES: usize = 6;
 
 /// What a workstream tells the REPL.
 pub enum UiEvent {
-    /// The engine needs an approval decision.
+    /// The engine asks for an approval decision (answered with `Op::Approve`).
     Approval {
         /// Workstream slot id.
         ws: u64,
-        /// The batch.
-        items: Vec<PendingTool>,
-        /// Where the answer goes.
-        reply: oneshot::Sender<Approval>,
+        /// The request.
+        request: ApproveRequest,
     },
     /// A workstream changed state (footer and prompt refresh).
     Changed,
@@ -50,7 +48,7 @@ struct Render {
     thinking: bool,
 }
 
-/// The [`SessionUi`] of one workstream.
+/// The terminal front end of one workstream: renders its session's events.
 pub struct WsUi {
     id: u64,
     console: Arc<Console>,
@@ -161,7 +159,7 @@ impl WsUi {
     }
 
     /// Renders an approval batch (also re-shown when the workstream is foregrounded).
-    pub fn approval_lines(&self, items: &[PendingTool]) -> Vec<String> {
+    pub fn approval_lines(&self, items: &[ToolItem]) -> Vec<String> {
         let mut out = Vec::new();
         for it in items {
             let mark = if it.error.is_some() {
@@ -240,17 +238,57 @@ impl WsUi {
     }
 }
 
-#[async_trait]
-impl SessionUi for WsUi {
+impl WsUi {
+    /// Renders one event of this workstream's session. Called on the session's
+    /// task as events happen, so a turn's `Finished` reaches the REPL before
+    /// the session is released.
+    pub fn handle(&self, e: SessionEvent) {
+        match e {
+            SessionEvent::Wire(event) => match event {
+                Event::ThinkingStart => self.on_thinking_start(),
+                Event::ThinkingStop => self.stop_spinner(),
+                Event::Reasoning(t) => self.on_reasoning_token(&t.text),
+                Event::Content(t) => self.on_content_token(&t.text),
+                Event::StreamEnd => self.on_stream_end(),
+                Event::ApproveRequest(request) => {
+                    // The REPL shows the card: now if this workstream is in
+                    // front, else when the user switches to it.
+                    let _ = self.events.send(UiEvent::Approval {
+                        ws: self.id,
+                        request,
+                    });
+                }
+                Event::ToolOutputChunk(c) => self.on_tool_output_chunk(&c.call_id, &c.chunk),
+                Event::ToolResult(r) => {
+                    self.on_tool_result(&r.call_id, &r.name, &r.output, r.is_error)
+                }
+                Event::Status(st) => {
+                    lock(&self.render).status =
+                        Some((st.prompt_tokens, st.completion_tokens, st.context_window));
+                }
+                Event::Info(m) => self.on_info(&m.message),
+                Event::Error(m) => self.on_error(&m.message),
+                Event::StateChange(sc) => self.on_state_change(sc.state),
+                _ => {}
+            },
+            SessionEvent::TurnEnded(outcome) => {
+                // Counted before the session is released: piped mode stops at
+                // end of input as soon as no slot is busy, and must not miss it.
+                let _ = self.events.send(UiEvent::Finished {
+                    failed: outcome.failed(),
+                });
+                if let Some(status) = self.take_status_line() {
+                    self.emit(vec![status]);
+                }
+            }
+        }
+    }
+
     fn on_thinking_start(&self) {
         lock(&self.render).thinking = true;
         if self.is_fg() {
             self.console.set_spinner(Some("thinking…".into()));
         }
-    }
-
-    fn on_thinking_stop(&self) {
-        self.stop_spinner();
     }
 
     fn on_reasoning_token(&self, text: &str) {
@@ -301,26 +339,6 @@ impl SessionUi for WsUi {
         });
         drop(md);
         self.emit(lines);
-    }
-
-    async fn approve_tools(&self, _cycle_id: u64, items: &[PendingTool]) -> Approval {
-        // The REPL shows the card: now if this workstream is in front, else
-        // when the user switches to it.
-        let (reply, rx) = oneshot::channel();
-        let sent = self.events.send(UiEvent::Approval {
-            ws: self.id,
-            items: items.to_vec(),
-            reply,
-        });
-        let denied = Approval {
-            approved: false,
-            always: false,
-            feedback: None,
-        };
-        if sent.is_err() {
-            return denied;
-        }
-        rx.await.unwrap_or(denied)
     }
 
     fn on_tool_output_chunk(&self, call_id: &str, chunk: &str) {
@@ -374,15 +392,13 @@ impl SessionUi for WsUi {
         self.emit(lines);
     }
 
-    fn on_status(&self, prompt_tokens: u32, completion_tokens: u32, context_window: u32) {
-        lock(&self.render).status = Some((prompt_tokens, completion_tokens, context_window));
-    }
-
     fn on_info(&self, message: &str) {
         self.emit(vec![self.dim(&format!("· {message}"))]);
     }
 
-    fn on_error(&self, message: &str) {
+    /// Shows an error line (also for failures the engine does not report,
+    /// such as a refused `/compact`).
+    pub fn on_error(&self, message: &str) {
         let line = self.colored("31", &format!("error: {message}"));
         if self.console.interactive() {
             self.emit(vec![line]);

@@ -1,38 +1,22 @@
-//! Workstream slots: each owns a worker task running its [`ChatSession`] jobs
-//! one at a time, so a background workstream keeps working while another is
-//! in front.
+//! Workstream slots: each runs its session through the engine's session
+//! runner, so a background workstream keeps working while another is in
+//! front. The slot's [`WsUi`] renders the session's events as they happen.
 
-use super::ui::{UiEvent, WsUi};
+use super::ui::WsUi;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use tokio::sync::{mpsc, oneshot};
-use turnstone_engine::session::{CancelHandle, ChatSession, MessageQueue, SessionError};
-use turnstone_engine::ui::{Approval, PendingTool, SessionState};
+use std::time::Duration;
+use turnstone_engine::events::EventSink;
+use turnstone_engine::runner::{Ack, OpError, SessionHandle, Submitted};
+use turnstone_engine::session::ChatSession;
+use turnstone_protocol::{ApproveRequest, Decision, Op, SessionState};
 
-/// Work for a session.
-pub enum Job {
-    /// A user message.
-    Send(String),
-    /// Ask again for the last message.
-    Retry,
-    /// Summarize now.
-    Compact,
-    /// Drop the last N messages; answers with the earliest removed text.
-    Rewind(usize, oneshot::Sender<Result<String, String>>),
-    /// Forget the context.
-    Clear,
-    /// Switch model alias.
-    Model(String, oneshot::Sender<Result<String, String>>),
-    /// Replace the session (after `/new` or `/resume`).
-    Replace(Box<ChatSession>),
-}
+/// How long replacing a slot's session waits for the old one to save.
+const REPLACE_GRACE: Duration = Duration::from_secs(5);
 
-/// An approval waiting for the user.
-pub struct PendingApproval {
-    /// The batch.
-    pub items: Vec<PendingTool>,
-    /// Where the answer goes.
-    pub reply: oneshot::Sender<Approval>,
+/// The sink a slot's sessions are built with: events go straight to its UI.
+pub fn sink_for(ui: &Arc<WsUi>) -> EventSink {
+    let ui = ui.clone();
+    EventSink::with_handler(move |e| ui.handle(e))
 }
 
 /// One workstream in this terminal.
@@ -45,74 +29,78 @@ pub struct Slot {
     pub ws_id: String,
     /// Its UI.
     pub ui: Arc<WsUi>,
-    jobs: mpsc::UnboundedSender<Job>,
-    /// Messages typed while a turn runs.
-    pub queue: MessageQueue,
-    cancel: CancelHandle,
-    busy: Arc<AtomicBool>,
+    session: SessionHandle,
     /// Approval waiting for an answer.
-    pub approval: Option<PendingApproval>,
+    pub approval: Option<ApproveRequest>,
 }
 
 impl Slot {
-    /// Starts the worker for `session`.
-    pub fn spawn(
-        id: u64,
-        name: String,
-        session: ChatSession,
-        ui: Arc<WsUi>,
-        events: mpsc::UnboundedSender<UiEvent>,
-    ) -> Self {
-        let (tx, rx) = mpsc::unbounded_channel();
-        let busy = Arc::new(AtomicBool::new(false));
+    /// Runs `session` (built on [`sink_for`] this slot's `ui`).
+    pub fn spawn(id: u64, name: String, session: ChatSession, ui: Arc<WsUi>) -> Self {
         let ws_id = session.ws_id().unwrap_or_default().to_string();
-        let slot = Self {
+        Self {
             id,
             name,
             ws_id,
-            ui: ui.clone(),
-            jobs: tx,
-            queue: session.queue(),
-            cancel: session.cancel_handle(),
-            busy: busy.clone(),
+            ui,
+            session: turnstone_engine::runner::spawn(session),
             approval: None,
-        };
-        tokio::spawn(worker(session, ui, rx, busy, events));
-        slot
-    }
-
-    /// Whether a job is running or waiting.
-    pub fn busy(&self) -> bool {
-        self.busy.load(Ordering::SeqCst)
-    }
-
-    /// Queues a job (marks the slot busy at once so input can wait for it).
-    pub fn submit(&self, job: Job) {
-        self.busy.store(true, Ordering::SeqCst);
-        if self.jobs.send(job).is_err() {
-            self.busy.store(false, Ordering::SeqCst);
         }
+    }
+
+    /// Whether a turn or an edit holds the session.
+    pub fn busy(&self) -> bool {
+        self.session.is_busy()
+    }
+
+    /// Submits `op` (decided now; see [`SessionHandle::submit`]).
+    pub fn submit(&self, op: Op) -> Submitted {
+        self.session.submit(op)
+    }
+
+    /// Submits `op` and reports a refusal or failure on this slot's UI,
+    /// without waiting (for long edits such as `/compact`).
+    pub fn submit_in_background(&self, op: Op) {
+        let done = self.session.submit(op);
+        let ui = self.ui.clone();
+        tokio::spawn(async move {
+            if let Err(e) = done.await {
+                ui.on_error(&e.to_string());
+            }
+        });
+    }
+
+    /// Answers the pending approval.
+    pub async fn answer(&mut self, decision: Decision) -> Result<Ack, OpError> {
+        let cycle_id = self.approval.take().map(|r| r.cycle_id);
+        let op = Op::Approve {
+            cycle_id,
+            call_id: None,
+            decision,
+        };
+        self.session.submit(op).await
     }
 
     /// Cancels the running turn (and with it a pending approval).
     pub fn cancel(&mut self) {
-        self.cancel.cancel();
-        if let Some(p) = self.approval.take() {
-            let _ = p.reply.send(Approval {
-                approved: false,
-                always: false,
-                feedback: None,
-            });
-        }
+        self.approval = None;
+        // Decided at the call; the answer (already complete) is not needed.
+        drop(self.session.submit(Op::Cancel { force: false }));
     }
 
-    /// Adopts a new session in this slot (the worker swaps it in order).
-    pub fn replace(&mut self, session: ChatSession, name: String) {
+    /// Adopts a new session in this slot; the old one is closed first (it is
+    /// idle: callers check).
+    pub async fn replace(&mut self, session: ChatSession, name: String) {
+        self.session.close(REPLACE_GRACE).await;
         self.ws_id = session.ws_id().unwrap_or_default().to_string();
-        self.queue = session.queue();
-        self.cancel = session.cancel_handle();
-        self.name = name.clone();
-        self.submit(Job::Replace(Box::new(session)));
+        self.name = name;
+        self.approval = None;
+        self.session = turnstone_engine::runner::spawn(session);
+    }
+
+    /// Stops the session, letting it record what it was doing.
+    pub async fn close(&self, grace: Duration) {
+        self.session.close(grace).await;
     }
 
     /// A one-word state for lists.
@@ -127,79 +115,6 @@ impl Slot {
             SessionState::Running => "running",
             SessionState::Attention => "approval",
             SessionState::Error => "error",
-        }
-    }
-}
-
-async fn worker(
-    mut session: ChatSession,
-    ui: Arc<WsUi>,
-    mut rx: mpsc::UnboundedReceiver<Job>,
-    busy: Arc<AtomicBool>,
-    events: mpsc::UnboundedSender<UiEvent>,
-) {
-    use turnstone_engine::ui::SessionUi;
-    while let Some(job) = rx.recv().await {
-        busy.store(true, Ordering::SeqCst);
-        // `send` reports its own failures; other jobs are reported here.
-        let mut engine_reports = false;
-        let result = match job {
-            Job::Send(text) => {
-                engine_reports = true;
-                session.send(&text).await
-            }
-            Job::Retry => {
-                let r = session.retry().await;
-                engine_reports = !matches!(r, Err(SessionError::Edit(_)));
-                r
-            }
-            Job::Compact => session.compact().await,
-            Job::Rewind(n, reply) => {
-                let r = session.rewind(n).await.map_err(|e| e.to_string());
-                let _ = reply.send(r);
-                Ok(())
-            }
-            Job::Clear => {
-                session.clear();
-                Ok(())
-            }
-            Job::Model(alias, reply) => {
-                let r = session
-                    .set_model_alias(&alias)
-                    .await
-                    .map(|()| session.model().1.to_string())
-                    .map_err(|e| e.to_string());
-                let _ = reply.send(r);
-                Ok(())
-            }
-            Job::Replace(new) => {
-                session = *new;
-                Ok(())
-            }
-        };
-        // Messages typed during the last model answer had no tool-result seam
-        // to join at: they become the next turn.
-        let mut result = result;
-        while result.is_ok() && !session.queue().is_empty() {
-            let text = session.queue().drain().join("\n\n");
-            engine_reports = true;
-            result = session.send(&text).await;
-        }
-        match &result {
-            Ok(()) | Err(SessionError::Cancelled) => {}
-            Err(_) if engine_reports => {}
-            Err(e) => ui.on_error(&e.to_string()),
-        }
-        // Counted before the slot goes idle: piped mode stops at end of input
-        // as soon as no slot is busy, and must not miss this failure.
-        let failed = !matches!(result, Ok(()) | Err(SessionError::Cancelled));
-        let _ = events.send(UiEvent::Finished { failed });
-        // Idle before the status line shows, so what follows it sees an idle slot.
-        if rx.is_empty() {
-            busy.store(false, Ordering::SeqCst);
-        }
-        if let Some(status) = ui.take_status_line() {
-            ui.emit(vec![status]);
         }
     }
 }

@@ -7,31 +7,12 @@
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
+use turnstone_engine::events::{EventSink, SessionEvent};
 use turnstone_engine::session::{ChatSession, ModelBinding, SessionConfig};
-use turnstone_engine::ui::{Approval, PendingTool, SessionState, SessionUi};
+use turnstone_protocol::{Event, SessionState};
 use turnstone_runtime::config::PluginsConfig;
 use turnstone_runtime::registry::LoadOptions;
 use turnstone_runtime::{PluginRegistry, PluginSettings, PluginSource, Runtime, RuntimeOptions};
-
-struct PrintUi;
-
-#[async_trait::async_trait]
-impl SessionUi for PrintUi {
-    async fn approve_tools(&self, _cycle: u64, _items: &[PendingTool]) -> Approval {
-        Approval {
-            approved: true,
-            always: false,
-            feedback: None,
-        }
-    }
-    fn on_state_change(&self, s: SessionState) {
-        if s == SessionState::Running {
-            let mut out = std::io::stdout().lock();
-            let _ = writeln!(out, "RUNNING");
-            let _ = out.flush();
-        }
-    }
-}
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -76,24 +57,21 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         ..Default::default()
     })
     .await?;
-    let binding = ModelBinding {
-        plugin: Arc::new(provider),
-        provider: "openai".into(),
-        base_url: base_url.clone(),
-        model: "gpt-4o-mini".into(),
-        context_window: 128_000,
-        secrets: None,
-        temperature: None,
-        max_tokens: None,
-        reasoning_effort: None,
-        capabilities: None,
-        replay_reasoning: false,
-        admission: None,
-    };
+    let binding = ModelBinding::new(Arc::new(provider), "openai", base_url, "gpt-4o-mini");
+    // Prints RUNNING once tools run, so the test knows when to kill us.
+    let sink = EventSink::with_handler(|e| {
+        if let SessionEvent::Wire(Event::StateChange(s)) = e
+            && s.state == SessionState::Running
+        {
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "RUNNING");
+            let _ = out.flush();
+        }
+    });
     let mut session = ChatSession::new(
         binding,
         Arc::new(tools),
-        Arc::new(PrintUi),
+        sink,
         SessionConfig {
             skip_permissions: true,
             ..SessionConfig::new(ws_id.clone(), std::env::temp_dir())

@@ -9,7 +9,7 @@
 use super::stream::StreamFailure;
 use super::{COMPACTION_LABEL, COMPACTION_PROMPT, ChatSession, SessionError};
 use crate::turn::{Role, Turn};
-use crate::ui::SessionState;
+use turnstone_protocol::{Event, SessionState};
 use turnstone_storage::types::COMPACTION_SOURCE;
 
 /// Which part of the history a compaction keeps verbatim.
@@ -26,7 +26,7 @@ impl ChatSession {
     /// the model; with storage it is saved as a checkpoint (source turns are kept).
     pub async fn compact(&mut self) -> Result<(), SessionError> {
         self.token = self.cancel.fresh();
-        let r = self.compact_inner(Tail::None).await;
+        let r = self.compact_inner(Tail::None, "manual").await;
         self.state(if r.is_ok() {
             SessionState::Idle
         } else {
@@ -47,12 +47,42 @@ impl ChatSession {
         }
     }
 
-    pub(super) async fn compact_inner(&mut self, tail: Tail) -> Result<(), SessionError> {
+    /// Compacts, announced by `compaction` start and end events (`trigger`:
+    /// `manual` for `/compact`, `auto` when the window filled).
+    pub(super) async fn compact_inner(
+        &mut self,
+        tail: Tail,
+        trigger: &str,
+    ) -> Result<(), SessionError> {
         self.compact_due = false;
-        let split = self.tail_start(tail);
-        if split < 2 {
+        if self.tail_start(tail) < 2 {
             return Ok(());
         }
+        let id = crate::random_hex();
+        let where_ = match tail {
+            Tail::None => "turn_boundary",
+            Tail::InFlightBatch => "tool_loop",
+        };
+        let event = |phase: &str, ok: Option<bool>, reason: Option<String>| {
+            Event::Compaction(turnstone_protocol::Compaction {
+                phase: phase.into(),
+                compaction_id: id.clone(),
+                target: "workstream".into(),
+                trigger: trigger.into(),
+                where_: where_.into(),
+                ok,
+                reason,
+            })
+        };
+        self.emit(event("start", None, None));
+        let r = self.summarize(tail).await;
+        let reason = r.as_ref().err().map(ToString::to_string);
+        self.emit(event("end", Some(r.is_ok()), reason));
+        r
+    }
+
+    async fn summarize(&mut self, tail: Tail) -> Result<(), SessionError> {
+        let split = self.tail_start(tail);
         let mut history = self.turns[..split].to_vec();
         history.push(Turn::text(Role::User, COMPACTION_PROMPT));
         self.request_override = Some(history);
@@ -107,9 +137,9 @@ impl ChatSession {
         self.turns.extend(kept);
         self.row_ids = synthetic_ids;
         self.row_ids.extend(kept_ids);
-        self.ui.on_info(&format!(
+        self.emit(Event::info(format!(
             "Conversation compacted: {split} turns summarized."
-        ));
+        )));
         Ok(())
     }
 }

@@ -3,7 +3,7 @@
 
 use super::{ChatSession, SessionError};
 use crate::turn::{Role, Turn};
-use crate::ui::SessionState;
+use turnstone_protocol::SessionState;
 
 /// Workstream config key holding the alias chosen with `/model`.
 pub const MODEL_ALIAS_KEY: &str = "model_alias";
@@ -88,6 +88,15 @@ impl ChatSession {
         self.cut(idx).await?;
         self.state(SessionState::Idle);
         Ok(text)
+    }
+
+    /// Whether [`Self::retry`] has a message to ask again.
+    pub fn check_retry(&self) -> Result<(), SessionError> {
+        if self.user_positions().is_empty() {
+            Err(EditError::NothingToEdit("retry").into())
+        } else {
+            Ok(())
+        }
     }
 
     /// Drops the answer to the last user message and asks the model again.

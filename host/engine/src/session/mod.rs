@@ -12,13 +12,14 @@ mod tools;
 pub use edit::{EditError, MODEL_ALIAS_KEY};
 pub use queue::{CancelHandle, MAX_QUEUED, MessageQueue, QueueFull};
 
+use crate::events::EventSink;
 use crate::turn::{Role, Turn};
-use crate::ui::{SessionState, SessionUi};
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 use stream::StreamFailure;
 use tokio_util::sync::CancellationToken;
+use turnstone_protocol::{Event, SessionState, StateChange};
 use turnstone_runtime::{LoadedPlugin, PluginSet, SecretSource};
 
 /// Tool calls that may run at the same time.
@@ -75,6 +76,37 @@ impl SecretSource for AliasKey {
 }
 
 impl ModelBinding {
+    /// `model` of `provider` at `base_url`, served by `plugin`, with the
+    /// defaults of an alias that sets nothing else (128k window).
+    pub fn new(plugin: Arc<LoadedPlugin>, provider: &str, base_url: &str, model: &str) -> Self {
+        Self {
+            plugin,
+            provider: provider.into(),
+            base_url: base_url.into(),
+            model: model.into(),
+            context_window: 128_000,
+            secrets: None,
+            temperature: None,
+            max_tokens: None,
+            reasoning_effort: None,
+            capabilities: None,
+            replay_reasoning: false,
+            admission: None,
+        }
+    }
+
+    /// The same binding with `key` as its per-call `api_key`.
+    pub fn with_api_key(mut self, key: &str) -> Self {
+        self.secrets = Some(Arc::new(AliasKey(key.into())));
+        self
+    }
+
+    /// The binding tests use: the openai provider component against a
+    /// scripted LLM at `base_url` (…`/v1`), model `gpt-4o-mini`, key `sk-test`.
+    pub fn for_test(plugin: Arc<LoadedPlugin>, base_url: &str) -> Self {
+        Self::new(plugin, "openai", base_url, "gpt-4o-mini").with_api_key("sk-test")
+    }
+
     /// The binding for a registry alias served by `plugin`.
     pub fn from_alias(alias: &crate::models::Alias, plugin: Arc<LoadedPlugin>) -> Self {
         let c = &alias.config;
@@ -117,6 +149,8 @@ pub struct SessionConfig {
     /// Compact when a prompt reaches this share of the context window (percent;
     /// default 80, 0 disables).
     pub auto_compact_pct: u8,
+    /// Named in every `state_change` (the workstream's owner).
+    pub acting_user_id: Option<String>,
 }
 
 impl SessionConfig {
@@ -129,6 +163,7 @@ impl SessionConfig {
             tool_truncation: None,
             retry_base: std::time::Duration::from_secs(1),
             auto_compact_pct: 80,
+            acting_user_id: None,
         }
     }
 }
@@ -169,11 +204,10 @@ pub struct ChatSession {
     store: Option<(turnstone_storage::Storage, String)>,
     /// Live: every model request and tool batch takes the current snapshot.
     tools: PluginSet,
-    ui: Arc<dyn SessionUi>,
+    events: EventSink,
     cfg: SessionConfig,
     turns: Vec<Turn>,
     always: HashSet<String>,
-    next_cycle: u64,
     next_call: u64,
     cancel: CancelHandle,
     token: CancellationToken,
@@ -191,6 +225,15 @@ pub struct ChatSession {
     stream_started: bool,
     /// Where bindings come from when the registry can be reloaded.
     live: Option<(Arc<crate::models::LiveModels>, Option<String>)>,
+    /// Counters the `status` event reports.
+    usage: Usage,
+}
+
+/// What `status` reports besides the latest call's tokens.
+#[derive(Debug, Clone, Copy, Default)]
+struct Usage {
+    tool_calls_this_turn: u32,
+    turn_count: u32,
 }
 
 impl ChatSession {
@@ -198,7 +241,7 @@ impl ChatSession {
     pub fn new(
         binding: ModelBinding,
         tools: impl Into<PluginSet>,
-        ui: Arc<dyn SessionUi>,
+        events: EventSink,
         cfg: SessionConfig,
     ) -> Self {
         Self {
@@ -206,11 +249,10 @@ impl ChatSession {
             fallbacks: Vec::new(),
             store: None,
             tools: tools.into(),
-            ui,
+            events,
             cfg,
             turns: Vec::new(),
             always: HashSet::new(),
-            next_cycle: 1,
             next_call: 1,
             cancel: CancelHandle::default(),
             token: CancellationToken::new(),
@@ -222,6 +264,7 @@ impl ChatSession {
             request_override: None,
             stream_started: false,
             live: None,
+            usage: Usage::default(),
         }
     }
 
@@ -274,9 +317,9 @@ impl ChatSession {
             && self.live.is_some()
             && let Err(e) = self.apply_model_alias(&alias)
         {
-            self.ui.on_info(&format!(
+            self.emit(Event::info(format!(
                 "saved model {alias:?} is not available ({e}); using the default"
-            ));
+            )));
         }
         Ok(self)
     }
@@ -315,8 +358,25 @@ impl ChatSession {
         &self.turns
     }
 
-    fn state(&self, s: SessionState) {
-        self.ui.on_state_change(s);
+    fn state(&self, state: SessionState) {
+        self.emit(Event::StateChange(StateChange {
+            state,
+            acting_user_id: self.cfg.acting_user_id.clone(),
+        }));
+    }
+
+    fn emit(&self, event: Event) {
+        self.events.emit(event);
+    }
+
+    /// The user named in this session's `state_change` events.
+    pub fn acting_user_id(&self) -> Option<&str> {
+        self.cfg.acting_user_id.as_deref()
+    }
+
+    /// The sink this session emits into (its approvals included).
+    pub fn events(&self) -> &EventSink {
+        &self.events
     }
 
     /// Sends user input and runs the loop until the model stops calling tools.
@@ -331,6 +391,7 @@ impl ChatSession {
         input: &str,
         extra: Vec<crate::ContentPart>,
     ) -> Result<(), SessionError> {
+        self.usage.tool_calls_this_turn = 0;
         let result = self.send_inner(input, extra).await;
         if let Err(e) = &result
             && !matches!(
@@ -338,9 +399,10 @@ impl ChatSession {
                 SessionError::Provider(_) | SessionError::Plugin(_) | SessionError::Cancelled
             )
         {
-            self.ui.on_error(&e.to_string());
+            self.emit(Event::error(e.to_string()));
             self.state(SessionState::Error);
         }
+        self.usage.turn_count += 1;
         result
     }
 
@@ -357,7 +419,7 @@ impl ChatSession {
         }
         // Compact between turns, so the new input follows the summary verbatim.
         if self.compact_due {
-            self.compact_inner(compact::Tail::None).await?;
+            self.compact_inner(compact::Tail::None, "auto").await?;
         }
         let mut user = Turn::text(Role::User, input);
         user.content.extend(extra);
@@ -370,19 +432,18 @@ impl ChatSession {
                     let mut turn = Turn::text(Role::Assistant, partial);
                     turn.meta.interrupted = true;
                     self.append(turn).await?;
-                    self.ui.on_info("Cancelled.");
+                    self.emit(Event::info("Cancelled."));
                     self.state(SessionState::Idle);
                     return Err(SessionError::Cancelled);
                 }
                 Err(StreamFailure::Error(e)) => {
-                    self.ui.on_error(&e.to_string());
+                    self.emit(Event::error(e.to_string()));
                     self.state(SessionState::Error);
                     return Err(e);
                 }
             };
             let calls = assistant.tool_calls.clone();
             self.append(assistant).await?;
-            self.ui.on_turn_commit();
             if calls.is_empty() {
                 self.state(SessionState::Idle);
                 return Ok(());
@@ -392,7 +453,7 @@ impl ChatSession {
                 self.append(r).await?;
             }
             if self.token.is_cancelled() {
-                self.ui.on_info("Cancelled.");
+                self.emit(Event::info("Cancelled."));
                 self.state(SessionState::Idle);
                 return Err(SessionError::Cancelled);
             }
@@ -403,7 +464,8 @@ impl ChatSession {
             // A long tool loop can fill the window before the model stops:
             // compact here, keeping the in-flight batch verbatim.
             if self.compact_due {
-                self.compact_inner(compact::Tail::InFlightBatch).await?;
+                self.compact_inner(compact::Tail::InFlightBatch, "auto")
+                    .await?;
             }
         }
     }

@@ -6,7 +6,14 @@ use tokio_util::sync::CancellationToken;
 /// Messages sent while a turn runs; injected at the next tool-result seam.
 #[derive(Clone, Default)]
 pub struct MessageQueue {
-    inner: Arc<Mutex<std::collections::VecDeque<String>>>,
+    inner: Arc<Mutex<std::collections::VecDeque<Queued>>>,
+}
+
+/// One waiting message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Queued {
+    msg_id: String,
+    text: String,
 }
 
 /// Most messages that may wait in a session's queue.
@@ -18,37 +25,43 @@ pub const MAX_QUEUED: usize = 10;
 pub struct QueueFull;
 
 impl MessageQueue {
-    /// Queues `text`.
-    pub fn push(&self, text: impl Into<String>) -> Result<(), QueueFull> {
-        let mut q = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::VecDeque<Queued>> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Queues `text` under `msg_id`; returns its position (1-based).
+    pub fn push(
+        &self,
+        msg_id: impl Into<String>,
+        text: impl Into<String>,
+    ) -> Result<usize, QueueFull> {
+        let mut q = self.lock();
         if q.len() >= MAX_QUEUED {
             return Err(QueueFull);
         }
-        q.push_back(text.into());
-        Ok(())
+        q.push_back(Queued {
+            msg_id: msg_id.into(),
+            text: text.into(),
+        });
+        Ok(q.len())
     }
 
-    /// Removes and returns a queued message by position (`DELETE …/send`).
-    pub fn remove(&self, index: usize) -> Option<String> {
-        self.inner
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(index)
+    /// Removes a waiting message by id; `None` when it already joined the
+    /// conversation (or never waited).
+    pub fn remove(&self, msg_id: &str) -> Option<String> {
+        let mut q = self.lock();
+        let i = q.iter().position(|m| m.msg_id == msg_id)?;
+        q.remove(i).map(|m| m.text)
     }
 
-    /// Removes the first waiting message equal to `text`; false when none is
-    /// waiting (already injected or never queued).
-    pub fn remove_text(&self, text: &str) -> bool {
-        let mut q = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        match q.iter().position(|m| m == text) {
-            Some(i) => q.remove(i).is_some(),
-            None => false,
-        }
+    /// The oldest waiting message (it becomes the next turn).
+    pub fn pop(&self) -> Option<String> {
+        self.lock().pop_front().map(|m| m.text)
     }
 
     /// Messages waiting.
     pub fn len(&self) -> usize {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner()).len()
+        self.lock().len()
     }
 
     /// True when nothing waits.
@@ -58,11 +71,7 @@ impl MessageQueue {
 
     /// Removes and returns every waiting message, oldest first.
     pub fn drain(&self) -> Vec<String> {
-        self.inner
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .drain(..)
-            .collect()
+        self.lock().drain(..).map(|m| m.text).collect()
     }
 }
 

@@ -2,12 +2,13 @@
 //! re-issues of broken streams and fallbacks.
 
 use super::{ChatSession, MAX_ATTEMPTS, MAX_REISSUES, ModelBinding, SessionError};
+use crate::events::EventSink;
 use crate::lower::{AttachmentResolver, to_wit_messages};
 use crate::repair::repair_orphans;
 use crate::turn::{ProviderNative, Role, ToolCall, Turn};
-use crate::ui::{SessionState, SessionUi};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
+use turnstone_protocol::{Event, SessionState, Status};
 use turnstone_runtime::CallError;
 use turnstone_runtime::bindings::v0_1_0::provider::turnstone::plugin::provider_types as wit;
 use turnstone_runtime::plugin::ProviderEventSink;
@@ -49,7 +50,7 @@ struct Accum {
 
 /// Forwards stream events to the UI while assembling the assistant turn.
 struct Collector {
-    ui: Arc<dyn SessionUi>,
+    events: EventSink,
     acc: Mutex<Accum>,
     /// The thinking indicator went off (at the first answer token).
     answering: std::sync::atomic::AtomicBool,
@@ -67,7 +68,7 @@ impl Collector {
             .answering
             .swap(true, std::sync::atomic::Ordering::AcqRel)
         {
-            self.ui.on_thinking_stop();
+            self.events.emit(Event::ThinkingStop);
         }
     }
 }
@@ -77,12 +78,12 @@ impl ProviderEventSink for Collector {
         match event {
             wit::StreamEvent::TextDelta(t) => {
                 self.answer_started();
-                self.ui.on_content_token(&t);
                 self.acc().text.push_str(&t);
+                self.events.emit(Event::content(t));
             }
             wit::StreamEvent::ReasoningDelta(t) => {
-                self.ui.on_reasoning_token(&t);
                 self.acc().reasoning.push_str(&t);
+                self.events.emit(Event::reasoning(t));
             }
             wit::StreamEvent::ToolCallDelta(d) => {
                 self.answer_started();
@@ -99,7 +100,7 @@ impl ProviderEventSink for Collector {
             wit::StreamEvent::Usage(u) => self.acc().usage = Some(u),
             wit::StreamEvent::Finish(f) => self.acc().finish = Some(f),
             wit::StreamEvent::ProviderBlock(b) => self.acc().native = Some(b),
-            wit::StreamEvent::Info(m) => self.ui.on_info(&m),
+            wit::StreamEvent::Info(m) => self.events.emit(Event::info(m)),
         }
         true
     }
@@ -127,17 +128,39 @@ impl AttachmentResolver for NoAttachments {
 }
 
 impl ChatSession {
+    /// The `status` event for a model call's usage.
+    fn status(&self, u: &wit::Usage, window: u32) -> Status {
+        let pct = if window == 0 {
+            0.0
+        } else {
+            (f64::from(u.prompt_tokens) / f64::from(window) * 1000.0).round() / 10.0
+        };
+        Status {
+            prompt_tokens: u.prompt_tokens,
+            completion_tokens: u.completion_tokens,
+            total_tokens: u64::from(u.prompt_tokens) + u64::from(u.completion_tokens),
+            context_window: window,
+            pct,
+            effort: None,
+            cache_creation_tokens: 0,
+            cache_read_tokens: 0,
+            tool_calls_this_turn: self.usage.tool_calls_this_turn,
+            turn_count: self.usage.turn_count,
+        }
+    }
+
     /// One model turn with the retry ladder, then the fallback models.
     pub(super) async fn stream_turn(&mut self) -> Result<Turn, StreamFailure> {
-        self.ui.on_turn_start();
         let bindings: Vec<ModelBinding> = std::iter::once(self.binding.clone())
             .chain(self.fallbacks.iter().cloned())
             .collect();
         let mut last_err = None;
         for (i, b) in bindings.iter().enumerate() {
             if i > 0 {
-                self.ui
-                    .on_info(&format!("Falling back to {} ({}).", b.model, b.provider));
+                self.emit(Event::info(format!(
+                    "Falling back to {} ({}).",
+                    b.model, b.provider
+                )));
             }
             for attempt in 0..MAX_ATTEMPTS {
                 match self.attempt_with_reissue(b).await {
@@ -163,11 +186,11 @@ impl ChatSession {
                                 }
                                 let backoff = self.cfg.retry_base * 2u32.pow(attempt);
                                 let wait = min_wait.map_or(backoff, |w| w.max(backoff));
-                                self.ui.on_info(&format!(
+                                self.emit(Event::info(format!(
                                     "Model call failed ({message}); retrying in {:.1} s (attempt {}/{MAX_ATTEMPTS}).",
                                     wait.as_secs_f64(),
                                     attempt + 2
-                                ));
+                                )));
                                 tokio::select! {
                                     () = tokio::time::sleep(wait) => {}
                                     () = self.token.cancelled() => {
@@ -197,9 +220,9 @@ impl ChatSession {
                 {
                     let wait = self.cfg.retry_base / 2 * 2u32.pow(reissues);
                     reissues += 1;
-                    self.ui.on_info(&format!(
+                    self.emit(Event::info(format!(
                         "The stream broke off ({msg}); re-issuing the request ({reissues}/{MAX_REISSUES})."
-                    ));
+                    )));
                     tokio::select! {
                         () = tokio::time::sleep(wait) => {}
                         () = self.token.cancelled() => return Err(AttemptError::Cancelled(String::new())),
@@ -214,7 +237,7 @@ impl ChatSession {
         self.stream_started = false;
         // Wire order of the original (contract §3.4): thinking_start, then
         // state_change thinking, per model request.
-        self.ui.on_thinking_start();
+        self.emit(Event::ThinkingStart);
         self.state(SessionState::Thinking);
         let history = self.request_override.as_ref().unwrap_or(&self.turns);
         let messages = to_wit_messages(
@@ -242,7 +265,7 @@ impl ChatSession {
             extra: None,
         };
         let collector = Arc::new(Collector {
-            ui: self.ui.clone(),
+            events: self.events.clone(),
             acc: Mutex::new(Accum::default()),
             answering: Default::default(),
         });
@@ -267,8 +290,8 @@ impl ChatSession {
         // One thinking_stop before the answer (here if nothing was answered),
         // stream_end, then a second thinking_stop, as the original sends them.
         collector.answer_started();
-        self.ui.on_stream_end();
-        self.ui.on_thinking_stop();
+        self.emit(Event::StreamEnd);
+        self.emit(Event::ThinkingStop);
         {
             let acc = collector.acc();
             self.stream_started = !acc.text.is_empty()
@@ -291,8 +314,7 @@ impl ChatSession {
             if self.request_override.is_none() {
                 self.last_prompt_tokens = Some(u.prompt_tokens.saturating_add(u.completion_tokens));
             }
-            self.ui
-                .on_status(u.prompt_tokens, u.completion_tokens, b.context_window);
+            self.emit(Event::Status(self.status(u, b.context_window)));
             let pct = u64::from(self.cfg.auto_compact_pct);
             if pct > 0
                 && self.request_override.is_none()
@@ -305,17 +327,19 @@ impl ChatSession {
         match acc.finish {
             Some(wit::FinishReason::Length) => {
                 if !acc.calls.is_empty() {
-                    self.ui.on_error(
+                    self.emit(Event::error(
                         "The response hit the output limit; its incomplete tool calls were discarded.",
-                    );
+                    ));
                 } else {
-                    self.ui
-                        .on_error("The response was truncated at the output limit.");
+                    self.emit(Event::error(
+                        "The response was truncated at the output limit.",
+                    ));
                 }
             }
             Some(wit::FinishReason::ContentFilter) => {
-                self.ui
-                    .on_error("The response was blocked by the provider's content filter.");
+                self.emit(Event::error(
+                    "The response was blocked by the provider's content filter.",
+                ));
             }
             _ => {
                 for (_, (id, name, args)) in acc.calls {

@@ -1,25 +1,34 @@
 //! Tool calls: prepare, one approval cycle per batch, parallel execution.
 
 use super::{ChatSession, MAX_PARALLEL_TOOLS, NOT_STARTED};
+use crate::events::EventSink;
 use crate::repair::CANCELLED_UNKNOWN;
 use crate::truncate::{CHARS_PER_TOKEN, default_limit, effective_limit, truncate_output};
 use crate::turn::{EffectStatus, ToolCall, Turn};
-use crate::ui::{Approval, PendingTool, SessionState, SessionUi};
 use std::sync::Arc;
+use turnstone_protocol::{
+    ApproveRequest, Decision, Event, Items, SessionState, ToolItem, ToolOutputChunk, ToolResult,
+};
 use turnstone_runtime::bindings::v0_1_0::provider::turnstone::plugin::provider_types as wit;
 use turnstone_runtime::{
     CallContext, CallError, LoadedPlugin, ModelAccess, ToolOutputSink, tool_error_text,
 };
 
 struct ChunkForwarder {
-    ui: Arc<dyn SessionUi>,
+    events: EventSink,
     call_id: String,
     model: Arc<dyn ModelAccess>,
 }
 
 impl ToolOutputSink for ChunkForwarder {
     fn chunk(&self, text: &str) -> bool {
-        self.ui.on_tool_output_chunk(&self.call_id, text);
+        // An empty chunk is the guest asking whether it was cancelled.
+        if !text.is_empty() {
+            self.events.emit(Event::ToolOutputChunk(ToolOutputChunk {
+                call_id: self.call_id.clone(),
+                chunk: text.to_string(),
+            }));
+        }
         true
     }
 
@@ -82,13 +91,14 @@ impl ChatSession {
         // One snapshot for the batch: a reload mid-batch applies to the next one.
         let registry = self.tools.snapshot();
         // Prepare every call: parse arguments, validate, build previews.
-        let mut prepared: Vec<(PendingTool, Option<Runnable>)> = Vec::new();
+        let mut prepared: Vec<(ToolItem, Option<Runnable>)> = Vec::new();
         for call in calls {
-            let mut item = PendingTool {
+            let mut item = ToolItem {
                 call_id: call.id.clone(),
-                name: call.name.clone(),
                 header: call.name.clone(),
                 preview: None,
+                func_name: call.name.clone(),
+                approval_label: call.name.clone(),
                 needs_approval: false,
                 error: None,
             };
@@ -134,33 +144,44 @@ impl ChatSession {
                 }
             }
         }
-        {
-            let items: Vec<PendingTool> = prepared.iter().map(|(p, _)| p.clone()).collect();
-            self.ui.on_tools_prepared(&items);
-        }
+        let items: Vec<ToolItem> = prepared.iter().map(|(p, _)| p.clone()).collect();
+        self.usage.tool_calls_this_turn += items.len() as u32;
+        let asked = items.iter().any(|p| p.needs_approval);
+        self.emit(Event::ToolPending(Items {
+            items: items.clone(),
+        }));
         // Approve: one cycle per batch that needs the user.
-        let mut approval = Approval {
+        let mut approval = Decision {
             approved: true,
-            always: false,
-            feedback: None,
+            ..Decision::default()
         };
-        let asked = prepared.iter().any(|(p, _)| p.needs_approval);
         if asked {
             self.state(SessionState::Attention);
-            let cycle = self.next_cycle;
-            self.next_cycle += 1;
-            let items: Vec<PendingTool> = prepared.iter().map(|(p, _)| p.clone()).collect();
+            let request = ApproveRequest {
+                cycle_id: crate::random_hex(),
+                items,
+                judge_pending: false,
+            };
+            let cycle_id = request.cycle_id.clone();
+            // Registered before it is announced: an answer cannot outrun it.
+            let answer = self.events.approvals().register(request.clone());
+            self.emit(Event::ApproveRequest(request));
             approval = tokio::select! {
-                a = self.ui.approve_tools(cycle, &items) => a,
-                () = self.token.cancelled() => Approval { approved: false, always: false, feedback: None },
+                a = answer => a.unwrap_or_else(|_| Decision::deny()),
+                () = self.token.cancelled() => {
+                    self.events.approvals().forget(&cycle_id);
+                    Decision::deny()
+                }
             };
             if approval.approved && approval.always {
                 for (p, _) in &prepared {
                     if p.needs_approval {
-                        self.always.insert(p.name.clone());
+                        self.always.insert(p.func_name.clone());
                     }
                 }
             }
+        } else {
+            self.emit(Event::ToolInfo(Items { items }));
         }
         // Execute, at most MAX_PARALLEL_TOOLS at once; results keep call order.
         if asked {
@@ -183,7 +204,7 @@ impl ChatSession {
             .zip(calls)
             .map(|((item, runnable), call)| {
                 let gate = gate.clone();
-                let ui = self.ui.clone();
+                let events = self.events.clone();
                 let ctx = CallContext {
                     call_id: call.id.clone(),
                     ..ctx.clone()
@@ -214,7 +235,7 @@ impl ChatSession {
                             (NOT_STARTED.to_string(), true)
                         } else {
                             let sink = Arc::new(ChunkForwarder {
-                                ui: ui.clone(),
+                                events: events.clone(),
                                 call_id: call.id.clone(),
                                 model,
                             });
@@ -238,7 +259,15 @@ impl ChatSession {
                     if let Some(f) = feedback.filter(|f| !f.trim().is_empty()) {
                         output.push_str(&format!("\n\nUser feedback: {f}"));
                     }
-                    ui.on_tool_result(&call.id, &call.name, &output, is_error);
+                    events.emit(Event::ToolResult(ToolResult {
+                        call_id: call.id.clone(),
+                        name: call.name.clone(),
+                        output: output.clone(),
+                        is_error,
+                        accepted: None,
+                        effect_status: None,
+                        event_id: None,
+                    }));
                     let mut turn = Turn::tool_result(call, output, is_error);
                     turn.meta.effect = effect;
                     turn

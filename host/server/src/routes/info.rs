@@ -3,13 +3,12 @@
 
 use super::{loaded, node, owner, visible_row};
 use crate::http::{ApiError, AppState, Identity};
-use crate::workstream::state_name;
 use axum::extract::{Path, Query, State};
 use axum::{Extension, Json};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
-use turnstone_engine::ui::SessionState;
+use turnstone_engine::SessionState;
 use turnstone_storage::prelude::*;
 use turnstone_storage::types::{LoadMode, StoredTurn};
 
@@ -27,7 +26,7 @@ fn counts(state: &AppState) -> BTreeMap<&'static str, usize> {
     let mut m: BTreeMap<&'static str, usize> = STATES.iter().map(|s| (*s, 0)).collect();
     if let Some(n) = &state.node {
         for w in n.mgr.all() {
-            *m.entry(state_name(w.core.status().state)).or_default() += 1;
+            *m.entry(w.core.status().state.as_str()).or_default() += 1;
             *m.entry("total").or_default() += 1;
         }
     }
@@ -149,7 +148,7 @@ pub(crate) async fn dashboard(
         .map(|w| {
             let s = w.core.status();
             json!({
-                "ws_id": w.core.ws_id, "name": w.core.name(), "state": state_name(s.state),
+                "ws_id": w.core.ws_id, "name": w.core.name(), "state": s.state.as_str(),
                 "title": w.core.name(), "tokens": s.total_tokens,
                 "context_ratio": if s.context_window == 0 { 0.0 } else {
                     f64::from(s.prompt_tokens) / f64::from(s.context_window) },

@@ -5,19 +5,22 @@ use super::{Node, loaded, node, owner};
 use crate::events::{Numbered, Replay};
 use crate::global::GlobalEvent;
 use crate::http::{ApiError, AppState, Identity};
-use crate::workstream::{Core, state_name, status_fields};
+use crate::workstream::{Core, Workstream};
 use axum::Extension;
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
-use serde_json::{Value, json};
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 use tokio::sync::broadcast::error::RecvError;
+use turnstone_protocol::{
+    Aggregate, Connected, Event, GlobalEvent as Frame, InProgressSnapshot, NodeSnapshot, Reason,
+    ReplayOk, ReplayTruncated, StateChange, WorkstreamSnapshot, WsEvent, wire,
+};
 
 /// Keep-alive comment interval.
 const PING: Duration = Duration::from_secs(5);
@@ -36,8 +39,8 @@ fn flag(v: &Option<String>) -> bool {
     matches!(v.as_deref(), Some("1" | "true" | "yes"))
 }
 
-fn data(v: &Value) -> Bytes {
-    Bytes::from(format!("data: {v}\n\n"))
+fn data(v: &impl serde::Serialize) -> Bytes {
+    Bytes::from(format!("data: {}\n\n", wire::to_json(v)))
 }
 
 fn numbered(n: &Numbered) -> Bytes {
@@ -99,32 +102,37 @@ fn time_now_iso() -> String {
 }
 
 /// The fresh-connect preamble (no ids).
-fn preamble(core: &Core, out: &mut VecDeque<Bytes>) {
+fn preamble(w: &Workstream, out: &mut VecDeque<Bytes>) {
+    let core = &w.core;
     let ws = core.ws_id.as_str();
-    out.push_back(data(
-        &json!({"type": "clear_ui", "ws_id": ws, "reason": "tokenless_history_bootstrap"}),
-    ));
-    out.push_back(data(&json!({
-        "type": "connected", "model": core.model.1, "model_alias": core.model.0,
-        "project_name": null, "skip_permissions": core.skip_permissions,
+    let frame = |e: Event| data(&WsEvent::new(ws, e));
+    out.push_back(frame(Event::ClearUi(Reason {
+        reason: "tokenless_history_bootstrap".into(),
+    })));
+    out.push_back(frame(Event::Connected(Connected {
+        model: core.model.1.clone(),
+        model_alias: core.model.0.clone(),
+        project_name: None,
+        skip_permissions: core.skip_permissions,
     })));
     let s = core.status();
-    if s.turn_count > 0 && s.prompt_tokens > 0 {
-        let mut st = status_fields(&s);
-        st["type"] = "status".into();
-        st["ws_id"] = ws.into();
-        out.push_back(data(&st));
+    if s.turn_count > 0
+        && let Some(st) = s.last_status.clone()
+        && st.prompt_tokens > 0
+    {
+        out.push_back(frame(Event::Status(st)));
     }
-    out.push_back(data(
-        &json!({"type": "state_change", "ws_id": ws, "state": state_name(s.state), "acting_user_id": core.user_id}),
-    ));
-    for card in core.pending_cycles() {
-        out.push_back(data(&card));
+    out.push_back(frame(Event::StateChange(StateChange {
+        state: s.state,
+        acting_user_id: core.user_id.clone(),
+    })));
+    for card in w.session.pending_approvals() {
+        out.push_back(frame(Event::ApproveRequest(card)));
     }
     if s.streaming {
-        out.push_back(data(&json!({
-            "type": "in_progress_snapshot", "ws_id": ws,
-            "content": s.content, "reasoning": s.reasoning,
+        out.push_back(frame(Event::InProgressSnapshot(InProgressSnapshot {
+            content: s.content,
+            reasoning: s.reasoning,
         })));
     }
 }
@@ -162,9 +170,15 @@ impl WsStream {
         }
         match unsupported {
             Some(reason) => {
-                let v =
-                    json!({"type": "replay_truncated", "ws_id": self.core.ws_id, "reason": reason});
-                Bytes::from(format!("id: {}\ndata: {v}\n\n", n.id))
+                let v = WsEvent::new(
+                    &self.core.ws_id,
+                    Event::ReplayTruncated(ReplayTruncated {
+                        reason: reason.into(),
+                        lost_count: None,
+                        last_event_id: None,
+                    }),
+                );
+                Bytes::from(format!("id: {}\ndata: {}\n\n", n.id, wire::to_json(&v)))
             }
             None => numbered(n),
         }
@@ -194,10 +208,14 @@ impl WsStream {
                                 }
                             }
                             Err(lost) => {
-                                self.pending.push_back(data(&json!({
-                                    "type": "replay_truncated", "ws_id": self.core.ws_id,
-                                    "reason": "subscriber_lagged", "lost_count": lost,
-                                })));
+                                self.pending.push_back(data(&WsEvent::new(
+                                    &self.core.ws_id,
+                                    Event::ReplayTruncated(ReplayTruncated {
+                                        reason: "subscriber_lagged".into(),
+                                        lost_count: Some(lost),
+                                        last_event_id: None,
+                                    }),
+                                )));
                                 self.last_id = self.core.hub.next_id().saturating_sub(1);
                             }
                         }
@@ -239,21 +257,28 @@ pub(crate) async fn workstream_events(
     let mut last_id = core.hub.next_id().saturating_sub(1);
     let mut replayed = Vec::new();
     match replay {
-        Replay::Fresh => preamble(&core, &mut pending),
+        Replay::Fresh => preamble(&w, &mut pending),
         Replay::Ok(events) => {
-            pending.push_back(data(&json!({
-                "type": "replay_ok", "ws_id": ws_id, "replayed": events.len(),
-                "last_event_id": cursor,
-            })));
+            pending.push_back(data(&WsEvent::new(
+                &ws_id,
+                Event::ReplayOk(ReplayOk {
+                    replayed: events.len(),
+                    last_event_id: cursor,
+                }),
+            )));
             last_id = cursor.unwrap_or(0);
             replayed = events;
         }
         Replay::Truncated { lost_count } => {
-            pending.push_back(data(&json!({
-                "type": "replay_truncated", "ws_id": ws_id, "reason": "ring_evicted",
-                "lost_count": lost_count, "last_event_id": cursor,
-            })));
-            preamble(&core, &mut pending);
+            pending.push_back(data(&WsEvent::new(
+                &ws_id,
+                Event::ReplayTruncated(ReplayTruncated {
+                    reason: "ring_evicted".into(),
+                    lost_count: Some(lost_count),
+                    last_event_id: cursor,
+                }),
+            )));
+            preamble(&w, &mut pending);
         }
     }
     let mut ping = tokio::time::interval_at(tokio::time::Instant::now() + PING, PING);
@@ -308,8 +333,10 @@ impl GlobalStream {
                         return Some(Bytes::from(format!("id: {}\ndata: {}\n\n", e.id, e.json)));
                     }
                     Err(RecvError::Lagged(n)) => {
-                        return Some(data(&json!({
-                            "type": "replay_truncated", "reason": "subscriber_lagged", "lost_count": n,
+                        return Some(data(&Frame::ReplayTruncated(ReplayTruncated {
+                            reason: "subscriber_lagged".into(),
+                            lost_count: Some(n),
+                            last_event_id: None,
                         })));
                     }
                     Err(RecvError::Closed) => return None,
@@ -329,32 +356,33 @@ pub(crate) async fn global_events(
     let node = node(&state)?.clone();
     let only = owner(&id).map(String::from);
     let rx = node.mgr.global.subscribe();
-    let list: Vec<Value> = node
+    let list: Vec<WorkstreamSnapshot> = node
         .mgr
         .all()
         .iter()
         .filter(|w| only.is_none() || w.core.user_id == only)
-        .map(|w| {
-            let mut v = w.core.ws_state_fields(false);
-            v["ws_id"] = w.core.ws_id.clone().into();
-            v["user_id"] = w.core.user_id.clone().into();
-            v["model"] = w.core.model.1.clone().into();
-            v["model_alias"] = w.core.model.0.clone().into();
-            v
+        .map(|w| WorkstreamSnapshot {
+            ws_id: w.core.ws_id.clone(),
+            user_id: w.core.user_id.clone(),
+            model: w.core.model.1.clone(),
+            model_alias: w.core.model.0.clone(),
+            state: w.core.ws_state(false),
         })
         .collect();
     let (tokens, tools) = node.metrics.totals();
     let mut pending = VecDeque::new();
     pending.push_back(retry_frame());
-    pending.push_back(data(&json!({
-        "type": "node_snapshot",
-        "node_id": state.node_id,
-        "workstreams": list,
-        "health": super::health_fields(&state),
-        "aggregate": {"total_tokens": tokens, "total_tool_calls": tools,
-                      "active_count": node.mgr.all().iter().filter(|w| w.core.is_busy()).count(),
-                      "total_count": node.mgr.len()},
-        "filtered_to_user": only,
+    pending.push_back(data(&Frame::NodeSnapshot(NodeSnapshot {
+        node_id: state.node_id.clone(),
+        workstreams: list,
+        health: super::health_fields(&state),
+        aggregate: Aggregate {
+            total_tokens: tokens,
+            total_tool_calls: tools,
+            active_count: node.mgr.all().iter().filter(|w| w.is_busy()).count(),
+            total_count: node.mgr.len(),
+        },
+        filtered_to_user: only.clone(),
     })));
     let mut ping = tokio::time::interval_at(tokio::time::Instant::now() + PING, PING);
     ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

@@ -4,7 +4,7 @@
 use super::{attachments, loaded, need, node, not_found, owner, visible_row};
 use crate::http::{ApiError, AppState, Identity, bad_request, parse};
 use crate::manager::{CreateOptions, ManagerError};
-use crate::workstream::{Job, SendOutcome, random_hex, state_name};
+use crate::workstream::Workstream;
 use axum::extract::FromRequest;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -12,8 +12,8 @@ use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use tokio::sync::oneshot;
-use turnstone_engine::ui::Approval;
+use turnstone_engine::runner::{Ack, OpError};
+use turnstone_protocol::{Decision, Event, InputPart, Message, Op};
 
 /// Body of `POST /api/workstreams/new` (every field optional).
 #[derive(Deserialize, Default, utoipa::ToSchema)]
@@ -168,25 +168,10 @@ async fn create_inner(
     }
     let mut initial_status = Value::Null;
     if let Some(text) = initial {
-        match ws.core.claim_or_queue(&ws.queue, &text) {
-            SendOutcome::Start => {
-                let c = match attachments::consume(state, &ws.core.ws_id, &text, &attachment_ids)
-                    .await
-                {
-                    Ok(c) => c,
-                    Err(e) => {
-                        ws.core.release();
-                        return Err(e.into());
-                    }
-                };
-                ws.core.emit_user_turn(&text, None, &c.infos);
-                if ws.submit(Job::Send(c.text, c.images)).await.is_err() {
-                    ws.core.release();
-                    initial_status = "refused_closed".into();
-                }
-            }
-            SendOutcome::Queued(_) => {}
-            SendOutcome::Full => initial_status = "queue_full".into(),
+        match send_message(state, &ws, &text, None, &attachment_ids).await? {
+            Sent::Started { .. } | Sent::Queued { .. } => {}
+            Sent::Full { .. } => initial_status = "queue_full".into(),
+            Sent::Closed => initial_status = "refused_closed".into(),
         }
     }
     Ok(Json(json!({
@@ -205,7 +190,7 @@ fn summary(w: &crate::workstream::Workstream) -> Value {
     json!({
         "ws_id": w.core.ws_id,
         "name": w.core.name(),
-        "state": state_name(s.state),
+        "state": s.state.as_str(),
         "kind": w.core.kind,
         "parent_ws_id": null,
         "user_id": w.core.user_id,
@@ -240,21 +225,21 @@ pub(crate) async fn detail(
 ) -> Result<Json<Value>, ApiError> {
     let w = loaded(&state, &id, &ws_id)?;
     let mut v = summary(&w);
-    let cycles = w.core.pending_cycles();
+    let cycles = w.session.pending_approvals();
     v["pending_approval"] = (!cycles.is_empty()).into();
     v["pending_approval_details"] = cycles
         .iter()
         .map(|c| {
             json!({
-                "cycle_id": c["cycle_id"],
-                "call_id": c["items"].get(0).map(|i| i["call_id"].clone()),
-                "judge_pending": false,
-                "items": c["items"],
+                "cycle_id": c.cycle_id,
+                "call_id": c.items.first().map(|i| i.call_id.clone()),
+                "judge_pending": c.judge_pending,
+                "items": c.items,
             })
         })
         .collect::<Vec<_>>()
         .into();
-    v["queued"] = w.queue.len().into();
+    v["queued"] = w.session.queued().into();
     Ok(Json(v))
 }
 
@@ -292,60 +277,115 @@ pub(crate) async fn send(
         ));
     }
     let w = loaded(&state, &id, &ws_id)?;
-    if w.core.is_closed() {
+    if w.is_closed() {
         return Err(not_found());
     }
-    // Attachments ride only with a message that starts a turn; a queued
-    // message leaves them pending (reported as dropped).
-    let dropped = b.attachment_ids.clone();
-    match w.core.claim_or_queue(&w.queue, &message) {
-        SendOutcome::Start => {
-            let c = match attachments::consume(&state, &w.core.ws_id, &message, &b.attachment_ids)
-                .await
-            {
-                Ok(c) => c,
-                Err(e) => {
-                    w.core.release();
-                    return Err(e);
-                }
-            };
-            w.core
-                .emit_user_turn(&message, b.client_send_id.as_deref(), &c.infos);
-            if let Err(e) = w.submit(Job::Send(c.text, c.images)).await {
-                w.core.release();
-                return Err(ApiError(StatusCode::CONFLICT, e));
-            }
-            Ok(Json(json!({
-                "status": "ok",
-                "attached_ids": c.attached,
-                "dropped_attachment_ids": c.dropped,
-            })))
-        }
-        SendOutcome::Queued(pos) => {
-            let msg_id = random_hex();
-            w.core.remember_queued(&msg_id, &message);
-            w.core.emit(
-                "message_queued",
-                json!({
-                    "message": message, "msg_id": msg_id, "priority": "normal",
-                    "sender": id.user_id, "client_send_id": b.client_send_id,
-                }),
-            );
-            Ok(Json(json!({
-                "status": "queued",
-                "priority": "normal",
-                "msg_id": msg_id,
-                "position": pos,
-                "attached_ids": [],
-                "dropped_attachment_ids": dropped,
-            })))
-        }
-        SendOutcome::Full => Ok(Json(json!({
+    let sent = send_message(
+        &state,
+        &w,
+        &message,
+        b.client_send_id.as_deref(),
+        &b.attachment_ids,
+    )
+    .await?;
+    Ok(Json(match sent {
+        Sent::Started { attached, dropped } => json!({
+            "status": "ok",
+            "attached_ids": attached,
+            "dropped_attachment_ids": dropped,
+        }),
+        Sent::Queued {
+            msg_id,
+            position,
+            dropped,
+        } => json!({
+            "status": "queued",
+            "priority": "normal",
+            "msg_id": msg_id,
+            "position": position,
+            "attached_ids": [],
+            "dropped_attachment_ids": dropped,
+        }),
+        Sent::Full { dropped } => json!({
             "status": "queue_full",
             "attached_ids": [],
             "dropped_attachment_ids": dropped,
-        }))),
-    }
+        }),
+        Sent::Closed => return Err(not_found()),
+    }))
+}
+
+/// What a send did.
+enum Sent {
+    Started {
+        attached: Vec<String>,
+        dropped: Vec<String>,
+    },
+    Queued {
+        msg_id: String,
+        position: usize,
+        dropped: Vec<String>,
+    },
+    Full {
+        dropped: Vec<String>,
+    },
+    Closed,
+}
+
+/// Sends `text`: starts a turn (consuming the attachments) or queues it
+/// (attachments stay pending and are reported as dropped). Under the
+/// workstream's start lock, a session seen idle is one this send starts.
+async fn send_message(
+    state: &AppState,
+    w: &Workstream,
+    text: &str,
+    client_send_id: Option<&str>,
+    attachment_ids: &[String],
+) -> Result<Sent, ApiError> {
+    let _starting = w.starting.lock().await;
+    let starts = !w.is_busy();
+    let consumed = if starts {
+        attachments::consume(state, &w.core.ws_id, text, attachment_ids).await?
+    } else {
+        attachments::Consumed {
+            text: text.to_string(),
+            dropped: attachment_ids.to_vec(),
+            ..Default::default()
+        }
+    };
+    let parts = consumed
+        .images
+        .iter()
+        .filter_map(|p| match p {
+            turnstone_engine::ContentPart::Image { attachment_id, url } => Some(InputPart::Image {
+                attachment_id: attachment_id.clone(),
+                url: url.clone(),
+            }),
+            turnstone_engine::ContentPart::Text { .. } => None,
+        })
+        .collect();
+    let op = Op::Send {
+        text: consumed.text,
+        parts,
+        client_send_id: client_send_id.map(String::from),
+        sender: w.core.user_id.clone(),
+        attachments: consumed.infos,
+    };
+    Ok(match w.session.submit(op).await {
+        Ok(Ack::Started) => Sent::Started {
+            attached: consumed.attached,
+            dropped: consumed.dropped,
+        },
+        Ok(Ack::Queued { msg_id, position }) => Sent::Queued {
+            msg_id,
+            position,
+            dropped: consumed.dropped,
+        },
+        Ok(_) => Sent::Full {
+            dropped: consumed.dropped,
+        },
+        Err(_) => Sent::Closed,
+    })
 }
 
 #[derive(Deserialize, utoipa::ToSchema)]
@@ -363,10 +403,14 @@ pub(crate) async fn unsend(
     let b: UnsendBody = parse(&body)?;
     let msg_id = b.msg_id.ok_or_else(|| bad_request("msg_id is required"))?;
     let w = loaded(&state, &id, &ws_id)?;
-    let removed = w
-        .core
-        .forget_queued(&msg_id)
-        .is_some_and(|text| w.queue.remove_text(&text));
+    let removed = matches!(
+        w.session
+            .submit(Op::Unqueue {
+                msg_id: msg_id.clone()
+            })
+            .await,
+        Ok(Ack::Unqueued { removed: true })
+    );
     Ok(Json(json!({
         "status": if removed { "removed" } else { "not_found" },
         "msg_id": msg_id,
@@ -396,15 +440,21 @@ pub(crate) async fn approve(
         .ok_or_else(|| bad_request("approved (boolean) is required"))?;
     need(&id, "tools.approve")?;
     let w = loaded(&state, &id, &ws_id)?;
-    let answer = Approval {
-        approved,
-        always: b.always,
-        feedback: b.feedback.filter(|f| !f.trim().is_empty()),
+    let op = Op::Approve {
+        cycle_id: b.cycle_id,
+        call_id: b.call_id,
+        decision: Decision {
+            approved,
+            always: b.always,
+            feedback: b.feedback.filter(|f| !f.trim().is_empty()),
+        },
     };
-    let cycle = w
-        .core
-        .resolve(b.cycle_id.as_deref(), b.call_id.as_deref(), answer)
-        .map_err(|e| ApiError(StatusCode::NOT_FOUND, e))?;
+    let cycle = match w.session.submit(op).await {
+        Ok(Ack::Resolved { cycle_id }) => cycle_id,
+        Ok(_) => None,
+        Err(OpError::Approval(e)) => return Err(ApiError(StatusCode::NOT_FOUND, e.to_string())),
+        Err(_) => return Err(not_found()),
+    };
     Ok(Json(json!({"status": "ok", "cycle_id": cycle})))
 }
 
@@ -427,10 +477,14 @@ pub(crate) async fn cancel(
         parse(&body)?
     };
     let w = loaded(&state, &id, &ws_id)?;
-    let was_running = w.core.is_busy();
-    // A forced cancel also drops what was queued behind the turn.
-    let dropped_queued = if b.force { w.queue.drain().len() } else { 0 };
-    w.cancel.cancel();
+    let (was_running, dropped_queued) = match w.session.submit(Op::Cancel { force: b.force }).await
+    {
+        Ok(Ack::Cancelled {
+            was_running,
+            dropped,
+        }) => (was_running, dropped),
+        _ => (false, 0),
+    };
     Ok(Json(json!({
         "status": "ok",
         "dropped": {"was_running": was_running, "queued": dropped_queued},
@@ -537,20 +591,19 @@ pub(crate) async fn rewind(
         .ok_or_else(|| bad_request("turns must be a positive integer"))?;
     need(&id, "conversation.modify")?;
     let w = loaded(&state, &id, &ws_id)?;
-    if !w.core.try_claim() {
-        return Ok(Json(json!({"status": "busy"})));
-    }
-    let (tx, rx) = oneshot::channel();
-    w.submit(Job::Rewind(turns as usize, tx))
+    let _starting = w.starting.lock().await;
+    match w
+        .session
+        .submit(Op::Rewind {
+            turns: turns as usize,
+        })
         .await
-        .map_err(|e| ApiError(StatusCode::CONFLICT, e))?;
-    match rx.await {
-        Ok(Ok(text)) => Ok(Json(json!({"status": "ok", "message": text}))),
-        Ok(Err(e)) => Err(bad_request(e)),
-        Err(_) => Err(ApiError(
-            StatusCode::CONFLICT,
-            "the workstream closed".into(),
-        )),
+    {
+        Ok(Ack::Rewound { text }) => Ok(Json(json!({"status": "ok", "message": text}))),
+        Ok(_) => Ok(Json(json!({"status": "ok"}))),
+        Err(OpError::Busy) => Ok(Json(json!({"status": "busy"}))),
+        Err(OpError::Session(e)) => Err(bad_request(e.to_string())),
+        Err(e) => Err(ApiError(StatusCode::CONFLICT, e.to_string())),
     }
 }
 
@@ -565,20 +618,12 @@ pub(crate) async fn retry(
     if state.db.count_turns(&ws_id).await? == 0 {
         return Err(bad_request("nothing to retry"));
     }
-    if !w.core.try_claim() {
-        return Ok(Json(json!({"status": "busy"})));
-    }
-    let (tx, rx) = oneshot::channel();
-    w.submit(Job::Retry(tx))
-        .await
-        .map_err(|e| ApiError(StatusCode::CONFLICT, e))?;
-    match rx.await {
-        Ok(Ok(())) => Ok(Json(json!({"status": "ok"}))),
-        Ok(Err(e)) => Err(bad_request(e)),
-        Err(_) => Err(ApiError(
-            StatusCode::CONFLICT,
-            "the workstream closed".into(),
-        )),
+    let _starting = w.starting.lock().await;
+    match w.session.submit(Op::Retry).await {
+        Ok(_) => Ok(Json(json!({"status": "ok"}))),
+        Err(OpError::Busy) => Ok(Json(json!({"status": "busy"}))),
+        Err(OpError::Session(e)) => Err(bad_request(e.to_string())),
+        Err(e) => Err(ApiError(StatusCode::CONFLICT, e.to_string())),
     }
 }
 
@@ -616,33 +661,24 @@ pub(crate) async fn command(
         w.core.rename(title);
         return Ok(Json(json!({"status": "ok"})).into_response());
     }
-    if !w.core.try_claim() {
-        w.core.emit(
-            "busy_error",
-            json!({"message": format!("{name} refused: a turn is running")}),
-        );
-        return Ok((
-            StatusCode::CONFLICT,
-            Json(json!({"error": "Workstream is busy", "status": "busy"})),
-        )
-            .into_response());
-    }
-    let result = if name == "/compact" {
-        let (tx, rx) = oneshot::channel();
-        w.submit(Job::Compact(tx))
-            .await
-            .map_err(|e| ApiError(StatusCode::CONFLICT, e))?;
-        rx.await
-            .unwrap_or_else(|_| Err("the workstream closed".into()))
+    let op = if name == "/compact" {
+        Op::Compact
     } else {
-        let (tx, rx) = oneshot::channel();
-        w.submit(Job::Clear(tx))
-            .await
-            .map_err(|e| ApiError(StatusCode::CONFLICT, e))?;
-        rx.await.map_err(|_| "the workstream closed".to_string())
+        Op::Clear
     };
-    match result {
-        Ok(()) => Ok(Json(json!({"status": "ok"})).into_response()),
-        Err(e) => Err(ApiError(StatusCode::CONFLICT, e)),
+    let _starting = w.starting.lock().await;
+    match w.session.submit(op).await {
+        Ok(_) => Ok(Json(json!({"status": "ok"})).into_response()),
+        Err(OpError::Busy) => {
+            w.core.emit(Event::BusyError(Message {
+                message: format!("{name} refused: a turn is running"),
+            }));
+            Ok((
+                StatusCode::CONFLICT,
+                Json(json!({"error": "Workstream is busy", "status": "busy"})),
+            )
+                .into_response())
+        }
+        Err(e) => Err(ApiError(StatusCode::CONFLICT, e.to_string())),
     }
 }

@@ -1,0 +1,217 @@
+//! Where a session's events go, and how approvals come back: the session
+//! emits [`Event`]s into a channel without knowing who listens, and waits on
+//! [`Approvals`] for the answer to each `approve_request` — an answer any
+//! front end gives by resolving the cycle (through
+//! [`crate::runner::SessionHandle`], or directly in tests).
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use tokio::sync::{mpsc, oneshot};
+use turnstone_protocol::{ApprovalResolved, ApproveRequest, Decision, Event};
+
+/// What a session's stream carries: the wire events, and the end of each
+/// turn run through a [`crate::runner::SessionHandle`] (which front ends
+/// render their own way: the server as `ws_state`, the terminal as a status
+/// line and an exit code).
+#[derive(Debug, Clone, PartialEq)]
+pub enum SessionEvent {
+    /// A protocol event.
+    Wire(Event),
+    /// A turn (with the queued messages that followed it) is over.
+    TurnEnded(TurnOutcome),
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TurnOutcome {
+    /// The model answered.
+    Completed,
+    /// It was cancelled; partial output and tool outcomes were recorded.
+    Cancelled,
+    /// It failed.
+    Failed {
+        /// What to tell the user.
+        message: String,
+        /// The model backend failed (provider error or provider component):
+        /// health reports it down until a turn completes again.
+        backend: bool,
+    },
+}
+
+impl TurnOutcome {
+    /// The outcome of a turn's result.
+    pub fn of(result: &Result<(), crate::session::SessionError>) -> Self {
+        use crate::session::SessionError;
+        match result {
+            Ok(()) => Self::Completed,
+            Err(SessionError::Cancelled) => Self::Cancelled,
+            Err(e) => Self::Failed {
+                message: e.to_string(),
+                backend: matches!(e, SessionError::Provider(_) | SessionError::Plugin(_)),
+            },
+        }
+    }
+
+    /// Whether the turn failed (not cancelled).
+    pub fn failed(&self) -> bool {
+        matches!(self, Self::Failed { .. })
+    }
+}
+
+/// Where emitted events go.
+type Out = Arc<dyn Fn(SessionEvent) + Send + Sync>;
+
+/// The sending side of a session's event stream.
+#[derive(Clone)]
+pub struct EventSink {
+    out: Out,
+    approvals: Arc<Approvals>,
+}
+
+/// The receiving side.
+pub type EventStream = mpsc::UnboundedReceiver<SessionEvent>;
+
+impl EventSink {
+    /// A new stream: the sink for the session, the receiver for its front end.
+    pub fn channel() -> (Self, EventStream) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let out: Out = Arc::new(move |e| {
+            // Dropped when nobody listens any more.
+            let _ = tx.send(e);
+        });
+        (
+            Self {
+                out,
+                approvals: Arc::new(Approvals::default()),
+            },
+            rx,
+        )
+    }
+
+    /// A sink that hands every event to `handler` as it is emitted, on the
+    /// emitting task (tests record them in order and answer approvals from
+    /// inside the handler). The handler must not block.
+    pub fn with_handler(handler: impl Fn(SessionEvent) + Send + Sync + 'static) -> Self {
+        Self {
+            out: Arc::new(handler),
+            approvals: Arc::new(Approvals::default()),
+        }
+    }
+
+    /// Sends `event`.
+    pub fn emit(&self, event: Event) {
+        (self.out)(SessionEvent::Wire(event));
+    }
+
+    /// Announces the end of a turn.
+    pub fn turn_ended(&self, outcome: TurnOutcome) {
+        (self.out)(SessionEvent::TurnEnded(outcome));
+    }
+
+    /// The approvals waiting for an answer.
+    pub fn approvals(&self) -> &Arc<Approvals> {
+        &self.approvals
+    }
+
+    /// Resolves a cycle (by id, by one of its call ids, or the oldest) and
+    /// announces it with `approval_resolved`. `Ok(None)` when nothing was
+    /// pending and nothing was named.
+    pub fn resolve(
+        &self,
+        cycle_id: Option<&str>,
+        call_id: Option<&str>,
+        decision: Decision,
+    ) -> Result<Option<String>, NoSuchApproval> {
+        let Some(cycle) = self.approvals.take(cycle_id, call_id)? else {
+            return Ok(None);
+        };
+        self.emit(Event::ApprovalResolved(ApprovalResolved {
+            approved: decision.approved,
+            feedback: decision.feedback.clone(),
+            always: decision.always,
+            cycle_id: cycle.request.cycle_id.clone(),
+            call_ids: cycle.call_ids(),
+        }));
+        let id = cycle.request.cycle_id.clone();
+        // The session may have been cancelled meanwhile; then nobody waits.
+        let _ = cycle.reply.send(decision);
+        Ok(Some(id))
+    }
+}
+
+/// A cycle or call id that matches no pending approval.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("no pending approval matches that cycle_id or call_id")]
+pub struct NoSuchApproval;
+
+struct Pending {
+    request: ApproveRequest,
+    reply: oneshot::Sender<Decision>,
+}
+
+impl Pending {
+    fn call_ids(&self) -> Vec<String> {
+        self.request
+            .items
+            .iter()
+            .map(|i| i.call_id.clone())
+            .collect()
+    }
+}
+
+/// Approval cycles waiting for a front end, oldest first.
+#[derive(Default)]
+pub struct Approvals {
+    pending: Mutex<VecDeque<Pending>>,
+}
+
+impl Approvals {
+    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<Pending>> {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Registers `request` before it is announced, so an answer can never
+    /// arrive for a cycle not yet known.
+    pub(crate) fn register(&self, request: ApproveRequest) -> oneshot::Receiver<Decision> {
+        let (reply, rx) = oneshot::channel();
+        self.lock().push_back(Pending { request, reply });
+        rx
+    }
+
+    /// Forgets a cycle that ended without an answer (the turn was cancelled).
+    pub(crate) fn forget(&self, cycle_id: &str) {
+        self.lock().retain(|p| p.request.cycle_id != cycle_id);
+    }
+
+    fn take(
+        &self,
+        cycle_id: Option<&str>,
+        call_id: Option<&str>,
+    ) -> Result<Option<Pending>, NoSuchApproval> {
+        let mut pending = self.lock();
+        let pos = match (cycle_id, call_id) {
+            (Some(id), _) => pending.iter().position(|p| p.request.cycle_id == id),
+            (None, Some(call)) => pending
+                .iter()
+                .position(|p| p.request.items.iter().any(|i| i.call_id == call)),
+            (None, None) => (!pending.is_empty()).then_some(0),
+        };
+        match pos {
+            Some(p) => Ok(pending.remove(p)),
+            None if cycle_id.is_some() || call_id.is_some() => Err(NoSuchApproval),
+            None => Ok(None),
+        }
+    }
+
+    /// The requests waiting now (for a reconnecting client's preamble).
+    pub fn waiting(&self) -> Vec<ApproveRequest> {
+        self.lock().iter().map(|p| p.request.clone()).collect()
+    }
+
+    /// Denies every waiting cycle (closing, cancelling).
+    pub fn deny_all(&self) {
+        for p in self.lock().drain(..) {
+            let _ = p.reply.send(Decision::deny());
+        }
+    }
+}

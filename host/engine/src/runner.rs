@@ -1,0 +1,494 @@
+//! The one way a front end drives a session: [`spawn`] moves a
+//! [`ChatSession`] onto its own task and returns a [`SessionHandle`] that
+//! takes [`Op`]s, plus the stream of what happens ([`SessionEvent`]s).
+//!
+//! Ops that need the session's history (send, rewind, retry, clear, compact,
+//! model switch) go to the task, one at a time; a send while a turn runs is
+//! queued and joins at the next tool-result seam (or becomes the next turn).
+//! Ops about the running turn (approve, cancel, unqueue) are answered by the
+//! handle at once. Closing cancels the turn and stops the task; nothing polls.
+
+use crate::events::{EventSink, NoSuchApproval, TurnOutcome};
+use crate::session::{CancelHandle, ChatSession, MessageQueue, SessionError};
+use crate::turn::ContentPart;
+use std::sync::{Arc, Mutex};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+use turnstone_protocol::{ApproveRequest, Event, InputPart, MessageQueued, Op, Reason, UserTurn};
+
+/// What an accepted op did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ack {
+    /// The message started a turn (or retry started one).
+    Started,
+    /// The message waits for the running turn, at this position.
+    Queued {
+        /// Its id (for [`Op::Unqueue`]).
+        msg_id: String,
+        /// 1-based position.
+        position: usize,
+    },
+    /// The queue is full; the message was not taken.
+    QueueFull,
+    /// An approval was answered (`None`: nothing was pending).
+    Resolved {
+        /// The cycle answered.
+        cycle_id: Option<String>,
+    },
+    /// The running turn was told to stop.
+    Cancelled {
+        /// A turn was running.
+        was_running: bool,
+        /// Queued messages dropped (`force`).
+        dropped: usize,
+    },
+    /// Rewound; the text of the earliest message removed (to edit and resend).
+    Rewound {
+        /// That message.
+        text: String,
+    },
+    /// Done (clear, compact).
+    Done,
+    /// The model alias was switched; the model id now in use.
+    ModelSet {
+        /// Model id.
+        model: String,
+    },
+    /// A queued message was removed (false: it already joined or never waited).
+    Unqueued {
+        /// Whether it was still waiting.
+        removed: bool,
+    },
+}
+
+/// Why an op was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum OpError {
+    /// A turn (or another edit) holds the session.
+    #[error("a turn is running")]
+    Busy,
+    /// The session was closed.
+    #[error("the workstream's session has stopped")]
+    Closed,
+    /// No pending approval matches.
+    #[error(transparent)]
+    Approval(#[from] NoSuchApproval),
+    /// The session refused the edit (nothing to rewind, unknown model, …) or
+    /// failed doing it.
+    #[error(transparent)]
+    Session(#[from] SessionError),
+}
+
+enum Command {
+    Turn {
+        text: String,
+        parts: Vec<ContentPart>,
+    },
+    Rewind {
+        turns: usize,
+        reply: oneshot::Sender<Result<String, SessionError>>,
+    },
+    Retry {
+        reply: oneshot::Sender<Result<(), SessionError>>,
+    },
+    Clear {
+        reply: oneshot::Sender<()>,
+    },
+    Compact {
+        reply: oneshot::Sender<Result<(), SessionError>>,
+    },
+    SetModel {
+        alias: String,
+        reply: oneshot::Sender<Result<String, SessionError>>,
+    },
+}
+
+/// What the handle and the task share.
+struct Shared {
+    events: EventSink,
+    queue: MessageQueue,
+    cancel: CancelHandle,
+    /// A turn or an edit holds the session; guards the send/queue hand-off.
+    busy: Mutex<bool>,
+    closed: CancellationToken,
+    /// `sender` of queued messages that become a turn of their own.
+    owner: Option<String>,
+}
+
+impl Shared {
+    fn busy(&self) -> std::sync::MutexGuard<'_, bool> {
+        self.busy.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn claim(&self) -> bool {
+        let mut b = self.busy();
+        if *b {
+            return false;
+        }
+        *b = true;
+        true
+    }
+
+    fn release(&self) {
+        *self.busy() = false;
+    }
+
+    /// After a turn: the next queued message, or the session is released
+    /// (atomically with respect to a send deciding between start and queue).
+    fn next_or_release(&self) -> Option<String> {
+        let mut b = self.busy();
+        match self.queue.pop() {
+            Some(m) => Some(m),
+            None => {
+                *b = false;
+                None
+            }
+        }
+    }
+}
+
+/// The handle's side: dropping the last handle closes the command channel,
+/// which ends the task once its turn is over.
+struct Inner {
+    commands: mpsc::UnboundedSender<Command>,
+    shared: Arc<Shared>,
+    task: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Nobody can answer approvals or read events any more: stop the turn.
+        self.shared.closed.cancel();
+        self.shared.cancel.cancel();
+        self.shared.events.approvals().deny_all();
+    }
+}
+
+/// The answer to a submitted op (see [`SessionHandle::submit`]).
+pub type Submitted =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Ack, OpError>> + Send>>;
+
+enum Decided {
+    Now(Result<Ack, OpError>),
+    Later(Submitted),
+}
+
+/// Drives one session. Cheap to clone; every clone talks to the same task.
+#[derive(Clone)]
+pub struct SessionHandle {
+    inner: Arc<Inner>,
+}
+
+/// Moves `session` onto its own task and returns its handle. The events go
+/// where the session's sink sends them (see [`crate::events::EventSink::channel`]).
+pub fn spawn(session: ChatSession) -> SessionHandle {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let shared = Arc::new(Shared {
+        events: session.events().clone(),
+        queue: session.queue(),
+        cancel: session.cancel_handle(),
+        busy: Mutex::new(false),
+        closed: CancellationToken::new(),
+        owner: session.acting_user_id().map(String::from),
+    });
+    let task = tokio::spawn(run(session, rx, shared.clone()));
+    let inner = Arc::new(Inner {
+        commands: tx,
+        shared,
+        task: Mutex::new(Some(task)),
+    });
+    SessionHandle { inner }
+}
+
+fn parts(input: Vec<InputPart>) -> Vec<ContentPart> {
+    input
+        .into_iter()
+        .map(|p| match p {
+            InputPart::Text { text } => ContentPart::Text { text },
+            InputPart::Image { attachment_id, url } => ContentPart::Image { attachment_id, url },
+        })
+        .collect()
+}
+
+impl SessionHandle {
+    /// Carries out `op`; see [`Ack`] for what each answers.
+    ///
+    /// The decision is taken at the call, not when the future is first
+    /// polled: a send is started or queued, an edit claims the session (or
+    /// is refused as busy) before `submit` returns, so a front end may spawn
+    /// the future and go on knowing the order of its ops.
+    pub fn submit(&self, op: Op) -> Submitted {
+        match self.decide(op) {
+            Decided::Now(r) => Box::pin(std::future::ready(r)),
+            Decided::Later(f) => f,
+        }
+    }
+
+    fn decide(&self, op: Op) -> Decided {
+        let inner = &self.inner;
+        if inner.shared.closed.is_cancelled() {
+            return Decided::Now(Err(OpError::Closed));
+        }
+        Decided::Now(match op {
+            Op::Send {
+                text,
+                parts: extra,
+                client_send_id,
+                sender,
+                attachments,
+            } => {
+                // Under the busy lock: start a turn or queue, never both, never neither.
+                let mut busy = inner.shared.busy();
+                if !*busy {
+                    *busy = true;
+                    inner.shared.events.emit(Event::UserTurn(UserTurn {
+                        content: text.clone(),
+                        attachments,
+                        sender,
+                        client_send_ids: client_send_id.into_iter().collect(),
+                        event_id: 0,
+                    }));
+                    let sent = inner.commands.send(Command::Turn {
+                        text,
+                        parts: parts(extra),
+                    });
+                    if sent.is_err() {
+                        *busy = false;
+                        return Decided::Now(Err(OpError::Closed));
+                    }
+                    return Decided::Now(Ok(Ack::Started));
+                }
+                let msg_id = crate::random_hex();
+                match inner.shared.queue.push(msg_id.clone(), text.clone()) {
+                    Ok(position) => {
+                        inner
+                            .shared
+                            .events
+                            .emit(Event::MessageQueued(MessageQueued {
+                                message: text,
+                                msg_id: msg_id.clone(),
+                                priority: "normal".into(),
+                                sender,
+                                client_send_id,
+                            }));
+                        Ok(Ack::Queued { msg_id, position })
+                    }
+                    Err(_) => Ok(Ack::QueueFull),
+                }
+            }
+            Op::Approve {
+                cycle_id,
+                call_id,
+                decision,
+            } => inner
+                .shared
+                .events
+                .resolve(cycle_id.as_deref(), call_id.as_deref(), decision)
+                .map(|cycle_id| Ack::Resolved { cycle_id })
+                .map_err(OpError::from),
+            Op::Cancel { force } => {
+                let was_running = *inner.shared.busy();
+                // A forced cancel also drops what was queued behind the turn.
+                let dropped = if force {
+                    inner.shared.queue.drain().len()
+                } else {
+                    0
+                };
+                inner.shared.cancel.cancel();
+                Ok(Ack::Cancelled {
+                    was_running,
+                    dropped,
+                })
+            }
+            Op::Unqueue { msg_id } => Ok(Ack::Unqueued {
+                removed: inner.shared.queue.remove(&msg_id).is_some(),
+            }),
+            Op::Rewind { turns } => {
+                return self.edit(
+                    |reply| Command::Rewind { turns, reply },
+                    |r| r.map(|text| Ack::Rewound { text }),
+                );
+            }
+            Op::Retry => {
+                return self.edit(
+                    |reply| Command::Retry { reply },
+                    |r| r.map(|()| Ack::Started),
+                );
+            }
+            Op::Clear => {
+                return self.edit(
+                    |reply| Command::Clear { reply },
+                    |()| Ok::<_, OpError>(Ack::Done),
+                );
+            }
+            Op::Compact => {
+                return self.edit(
+                    |reply| Command::Compact { reply },
+                    |r| r.map(|()| Ack::Done),
+                );
+            }
+            Op::SetModel { alias } => {
+                return self.edit(
+                    |reply| Command::SetModel { alias, reply },
+                    |r| r.map(|model| Ack::ModelSet { model }),
+                );
+            }
+        })
+    }
+
+    /// Claims the session for an edit now; the future waits for the task's
+    /// answer and maps it with `done`.
+    fn edit<T: Send + 'static, E>(
+        &self,
+        command: impl FnOnce(oneshot::Sender<T>) -> Command,
+        done: impl FnOnce(T) -> Result<Ack, E> + Send + 'static,
+    ) -> Decided
+    where
+        OpError: From<E>,
+    {
+        if !self.inner.shared.claim() {
+            return Decided::Now(Err(OpError::Busy));
+        }
+        let (tx, rx) = oneshot::channel();
+        if self.inner.commands.send(command(tx)).is_err() {
+            self.inner.shared.release();
+            return Decided::Now(Err(OpError::Closed));
+        }
+        Decided::Later(Box::pin(async move {
+            let answer = rx.await.map_err(|_| OpError::Closed)?;
+            done(answer).map_err(OpError::from)
+        }))
+    }
+
+    /// Whether a turn or an edit holds the session.
+    pub fn is_busy(&self) -> bool {
+        *self.inner.shared.busy()
+    }
+
+    /// Messages waiting for the running turn.
+    pub fn queued(&self) -> usize {
+        self.inner.shared.queue.len()
+    }
+
+    /// Approval requests waiting for an answer.
+    pub fn pending_approvals(&self) -> Vec<ApproveRequest> {
+        self.inner.shared.events.approvals().waiting()
+    }
+
+    /// Whether the session was closed.
+    pub fn is_closed(&self) -> bool {
+        self.inner.shared.closed.is_cancelled()
+    }
+
+    /// Closes: cancels any turn, denies pending approvals, and waits (up to
+    /// `grace`) for the task to finish saving. Idempotent.
+    pub async fn close(&self, grace: std::time::Duration) {
+        let inner = &self.inner;
+        inner.shared.closed.cancel();
+        inner.shared.cancel.cancel();
+        inner.shared.events.approvals().deny_all();
+        let task = inner.task.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(t) = task {
+            let abort = t.abort_handle();
+            if tokio::time::timeout(grace, t).await.is_err() {
+                abort.abort();
+            }
+        }
+    }
+}
+
+/// Ends a turn: `cancelled` for a cancel (as the original sends it), then the outcome.
+fn turn_ended(events: &EventSink, result: &Result<(), SessionError>) {
+    if matches!(result, Err(SessionError::Cancelled)) {
+        events.emit(Event::Cancelled);
+    }
+    events.turn_ended(TurnOutcome::of(result));
+}
+
+async fn run(
+    mut session: ChatSession,
+    mut rx: mpsc::UnboundedReceiver<Command>,
+    inner: Arc<Shared>,
+) {
+    let events = inner.events.clone();
+    loop {
+        let command = tokio::select! {
+            c = rx.recv() => c,
+            () = inner.closed.cancelled() => None,
+        };
+        let Some(command) = command else { break };
+        match command {
+            Command::Turn { text, parts } => {
+                let r = session.send_with(&text, parts).await;
+                turn_ended(&events, &r);
+                run_queued(&mut session, &inner).await;
+            }
+            Command::Retry { reply } => {
+                if let Err(e) = session.check_retry() {
+                    inner.release();
+                    let _ = reply.send(Err(e));
+                    continue;
+                }
+                events.emit(Event::ClearUi(Reason {
+                    reason: "retry".into(),
+                }));
+                let _ = reply.send(Ok(()));
+                let r = session.retry().await;
+                turn_ended(&events, &r);
+                run_queued(&mut session, &inner).await;
+            }
+            Command::Rewind { turns, reply } => {
+                let r = session.rewind(turns).await;
+                if r.is_ok() {
+                    events.emit(Event::ClearUi(Reason {
+                        reason: "rewind".into(),
+                    }));
+                }
+                inner.release();
+                let _ = reply.send(r);
+            }
+            Command::Clear { reply } => {
+                session.clear();
+                events.emit(Event::ClearUi(Reason {
+                    reason: "clear".into(),
+                }));
+                inner.release();
+                let _ = reply.send(());
+            }
+            Command::Compact { reply } => {
+                let r = session.compact().await;
+                inner.release();
+                let _ = reply.send(r);
+            }
+            Command::SetModel { alias, reply } => {
+                let r = session
+                    .set_model_alias(&alias)
+                    .await
+                    .map(|()| session.model().1.to_string());
+                inner.release();
+                let _ = reply.send(r);
+            }
+        }
+    }
+    inner.release();
+}
+
+/// Messages queued during the last model answer had no tool-result seam to
+/// join at: each becomes the next turn, announced as a `user_turn`.
+async fn run_queued(session: &mut ChatSession, inner: &Shared) {
+    while let Some(text) = inner.next_or_release() {
+        if inner.closed.is_cancelled() {
+            inner.release();
+            return;
+        }
+        inner.events.emit(Event::UserTurn(UserTurn {
+            content: text.clone(),
+            attachments: Vec::new(),
+            sender: inner.owner.clone(),
+            client_send_ids: Vec::new(),
+            event_id: 0,
+        }));
+        let r = session.send_with(&text, Vec::new()).await;
+        turn_ended(&inner.events, &r);
+    }
+}
