@@ -157,9 +157,9 @@ pub trait IdentityStore: Send + Sync {
     ) -> Result<Option<String>>;
 }
 
-/// Plugin state, audit log, usage and the service registry.
+/// Persisted plugin state: records, grants, load state and reload requests.
 #[async_trait]
-pub trait OpsStore: Send + Sync {
+pub trait PluginStore: Send + Sync {
     /// Inserts or replaces a plugin record.
     async fn upsert_plugin(&self, p: &PluginRecord) -> Result<()>;
     /// One plugin record.
@@ -176,6 +176,11 @@ pub trait OpsStore: Send + Sync {
     async fn request_plugin_reload(&self, name: &str) -> Result<bool>;
     /// Forgets a plugin.
     async fn delete_plugin(&self, name: &str) -> Result<bool>;
+}
+
+/// Operational records: the audit log, model usage and the service registry.
+#[async_trait]
+pub trait OpsStore: Send + Sync {
     /// Appends an audit entry; returns its id.
     async fn append_audit(&self, e: &AuditEntry) -> Result<i64>;
     /// Newest audit entries first.
@@ -188,7 +193,6 @@ pub trait OpsStore: Send + Sync {
     async fn live_services(&self, within: Duration) -> Result<Vec<ServiceRecord>>;
 }
 
-/// Everything: what `Storage` hands out.
 /// Uploaded attachments: stored with the workstream, consumed by a send.
 #[async_trait]
 pub trait AttachmentStore: Send + Sync {
@@ -213,8 +217,9 @@ pub trait AttachmentStore: Send + Sync {
     ) -> Result<Vec<(Attachment, Vec<u8>)>>;
 }
 
+/// Everything: what `Storage` hands out.
 pub trait Backend:
-    WorkstreamStore + TurnStore + MemoryStore + IdentityStore + OpsStore + AttachmentStore
+    WorkstreamStore + TurnStore + MemoryStore + IdentityStore + PluginStore + OpsStore + AttachmentStore
 {
     /// `sqlite` or `postgresql`.
     fn backend_name(&self) -> &'static str;

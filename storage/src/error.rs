@@ -70,6 +70,26 @@ pub enum StorageError {
     Database(#[from] sqlx::Error),
 }
 
+impl StorageError {
+    /// The database cannot serve requests at all right now: unreachable,
+    /// misconfigured, written by a newer Turnstone, or not migrated.
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            Self::DatabaseTooNew { .. } | Self::Config(_) | Self::Migrate(_) => true,
+            Self::Database(e) => matches!(
+                e,
+                sqlx::Error::PoolClosed | sqlx::Error::Io(_) | sqlx::Error::Tls(_)
+            ),
+            _ => false,
+        }
+    }
+
+    /// Every connection is busy for now; the same request may succeed soon.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, Self::Database(sqlx::Error::PoolTimedOut))
+    }
+}
+
 /// Result alias.
 pub type Result<T, E = StorageError> = std::result::Result<T, E>;
 

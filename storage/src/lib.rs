@@ -15,10 +15,7 @@ pub mod backend;
 pub mod config;
 pub mod error;
 mod migrate;
-mod ops_attach;
-mod ops_other;
-mod ops_turns;
-mod ops_ws;
+mod ops;
 pub mod postgres;
 pub mod sqlite;
 pub mod types;
@@ -36,7 +33,8 @@ pub type Storage = Arc<dyn Backend>;
 /// Everything callers usually need, including the storage traits.
 pub mod prelude {
     pub use crate::backend::{
-        AttachmentStore, Backend, IdentityStore, MemoryStore, OpsStore, TurnStore, WorkstreamStore,
+        AttachmentStore, Backend, IdentityStore, MemoryStore, OpsStore, PluginStore, TurnStore,
+        WorkstreamStore,
     };
     pub use crate::config::{BackendKind, DbConfig};
     pub use crate::types::*;

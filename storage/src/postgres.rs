@@ -2,10 +2,13 @@
 
 use crate::error::Result;
 use crate::migrate::check_and_run;
-use crate::ops_attach::impl_attach;
-use crate::ops_other::impl_other;
-use crate::ops_turns::impl_turns;
-use crate::ops_ws::impl_ws_and_turns;
+use crate::ops::attachments::impl_attachment_store;
+use crate::ops::identity::impl_identity_store;
+use crate::ops::memories::impl_memory_store;
+use crate::ops::operations::impl_ops_store;
+use crate::ops::plugins::impl_plugin_store;
+use crate::ops::turns::impl_turn_store;
+use crate::ops::workstreams::impl_workstream_store;
 use crate::types::SearchFilter;
 use sqlx::postgres::{PgPool, PgPoolOptions, PgRow};
 use std::time::Duration;
@@ -27,6 +30,15 @@ impl PgStore {
             .await?;
         check_and_run(&MIGRATOR, &pool, &redact(url), "postgres").await?;
         Ok(Self { pool })
+    }
+
+    /// A transaction for one `… RETURNING` write: PostgreSQL commits those
+    /// on its own, so this is a plain read-committed transaction (no
+    /// serialization failures on a busy row), kept for symmetry with SQLite.
+    pub(crate) async fn begin_returning(
+        &self,
+    ) -> Result<sqlx::Transaction<'static, sqlx::Postgres>> {
+        Ok(self.pool.begin().await?)
     }
 
     /// Write transactions read a consistent snapshot (forks copy one).
@@ -72,10 +84,14 @@ pub(crate) fn redact(url: &str) -> String {
     }
 }
 
-impl_ws_and_turns!(PgStore, sqlx::Postgres);
-impl_turns!(PgStore, sqlx::Postgres);
-impl_other!(PgStore, sqlx::Postgres);
-impl_attach!(PgStore, sqlx::Postgres);
+// The storage traits, from the SQL shared with the other backend (`crate::ops`).
+impl_workstream_store!(PgStore, sqlx::Postgres);
+impl_turn_store!(PgStore, sqlx::Postgres);
+impl_memory_store!(PgStore, sqlx::Postgres);
+impl_identity_store!(PgStore, sqlx::Postgres);
+impl_plugin_store!(PgStore, sqlx::Postgres);
+impl_ops_store!(PgStore, sqlx::Postgres);
+impl_attachment_store!(PgStore, sqlx::Postgres);
 
 impl crate::backend::Backend for PgStore {
     fn backend_name(&self) -> &'static str {

@@ -2,10 +2,13 @@
 
 use crate::error::{Result, StorageError};
 use crate::migrate::check_and_run;
-use crate::ops_attach::impl_attach;
-use crate::ops_other::impl_other;
-use crate::ops_turns::impl_turns;
-use crate::ops_ws::impl_ws_and_turns;
+use crate::ops::attachments::impl_attachment_store;
+use crate::ops::identity::impl_identity_store;
+use crate::ops::memories::impl_memory_store;
+use crate::ops::operations::impl_ops_store;
+use crate::ops::plugins::impl_plugin_store;
+use crate::ops::turns::impl_turn_store;
+use crate::ops::workstreams::impl_workstream_store;
 use crate::types::SearchFilter;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
@@ -53,6 +56,14 @@ impl SqliteStore {
         Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
     }
 
+    /// A transaction for one `… RETURNING` write. SQLite commits an
+    /// autocommit statement only when it is reset, and sqlx keeps a finished
+    /// `RETURNING` statement un-reset in its cache, so without an explicit
+    /// COMMIT another connection may not see the write yet (sqlx#3430).
+    pub(crate) async fn begin_returning(&self) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>> {
+        self.begin_write().await
+    }
+
     pub(crate) async fn search_impl(
         &self,
         tokens: &[String],
@@ -82,10 +93,14 @@ impl SqliteStore {
     }
 }
 
-impl_ws_and_turns!(SqliteStore, sqlx::Sqlite);
-impl_turns!(SqliteStore, sqlx::Sqlite);
-impl_other!(SqliteStore, sqlx::Sqlite);
-impl_attach!(SqliteStore, sqlx::Sqlite);
+// The storage traits, from the SQL shared with the other backend (`crate::ops`).
+impl_workstream_store!(SqliteStore, sqlx::Sqlite);
+impl_turn_store!(SqliteStore, sqlx::Sqlite);
+impl_memory_store!(SqliteStore, sqlx::Sqlite);
+impl_identity_store!(SqliteStore, sqlx::Sqlite);
+impl_plugin_store!(SqliteStore, sqlx::Sqlite);
+impl_ops_store!(SqliteStore, sqlx::Sqlite);
+impl_attachment_store!(SqliteStore, sqlx::Sqlite);
 
 impl crate::backend::Backend for SqliteStore {
     fn backend_name(&self) -> &'static str {

@@ -187,9 +187,10 @@ impl Role {
     }
 }
 
-/// One canonical turn to append. JSON side fields are JSON text, stored
-/// byte-exact (tool-call arguments must survive unchanged).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One canonical turn: what is appended, and (inside [`StoredTurn`]) what is
+/// read back. JSON side fields are JSON text, stored byte-exact (tool-call
+/// arguments must survive unchanged).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct NewTurn {
     /// Role.
     pub role: Role,
@@ -298,7 +299,11 @@ impl NewTurn {
     }
 }
 
-/// A stored turn.
+/// A stored turn: the row's identity plus the turn exactly as it was appended.
+///
+/// The turn's fields live in [`NewTurn`] only, so what is saved and what is
+/// loaded cannot drift apart.
+/// Serialized flat (`id`, `ws_id`, `timestamp`, then the turn's fields).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct StoredTurn {
     /// Row id (monotonic per database).
@@ -307,28 +312,9 @@ pub struct StoredTurn {
     pub ws_id: String,
     /// When it was saved.
     pub timestamp: String,
-    /// Role.
-    pub role: Role,
-    /// Text content.
-    pub content: Option<String>,
-    /// Tool name.
-    pub tool_name: Option<String>,
-    /// Answered call id.
-    pub tool_call_id: Option<String>,
-    /// Tool calls JSON.
-    pub tool_calls: Option<String>,
-    /// Provider-native JSON.
-    pub provider_data: Option<String>,
-    /// Provenance.
-    pub source: Option<String>,
-    /// SSE cursor.
-    pub event_id: Option<i64>,
-    /// Error flag.
-    pub is_error: bool,
-    /// Attachments JSON.
-    pub attachments: Option<String>,
-    /// Metadata JSON.
-    pub meta: Option<String>,
+    /// What the turn says, as appended.
+    #[serde(flatten)]
+    pub turn: NewTurn,
 }
 
 /// How much history to load.
@@ -594,4 +580,30 @@ pub struct Attachment {
     pub created: String,
     /// When a send consumed it.
     pub consumed: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stored_turn_reads_through_to_its_turn_and_serializes_flat() {
+        let t = StoredTurn {
+            id: 7,
+            ws_id: "w".into(),
+            timestamp: "ts".into(),
+            turn: NewTurn::text(Role::User, "hi"),
+        };
+        assert_eq!(t.turn.content.as_deref(), Some("hi"));
+        assert_eq!(t.turn.role, Role::User);
+        // The JSON shape predates the nesting: one flat object, same key order.
+        let json = serde_json::to_string(&t).unwrap();
+        assert!(
+            json.starts_with(
+                r#"{"id":7,"ws_id":"w","timestamp":"ts","role":"user","content":"hi","#
+            ),
+            "{json}"
+        );
+        assert!(!json.contains("\"turn\""), "{json}");
+    }
 }

@@ -83,7 +83,7 @@ async fn concurrent_forks_of_one_source_stay_consistent(h: Harness) {
             .await
             .unwrap()
             .into_iter()
-            .map(|t| t.content.unwrap())
+            .map(|t| t.turn.content.unwrap())
             .collect();
     assert_eq!(source.len(), 150);
     for f in forks {
@@ -93,7 +93,7 @@ async fn concurrent_forks_of_one_source_stay_consistent(h: Harness) {
                 .await
                 .unwrap()
                 .into_iter()
-                .map(|t| t.content.unwrap())
+                .map(|t| t.turn.content.unwrap())
                 .collect();
         assert_eq!(copy.len(), n);
         assert!(n >= 50);
@@ -151,7 +151,10 @@ async fn killed_writer_loses_no_acknowledged_turn(h: Harness) {
             .iter()
             .find(|r| r.id == *id)
             .unwrap_or_else(|| panic!("acked turn {id} lost"));
-        assert_eq!(row.content.as_deref(), Some(format!("turn {i}").as_str()));
+        assert_eq!(
+            row.turn.content.as_deref(),
+            Some(format!("turn {i}").as_str())
+        );
     }
     if let Raw::Sqlite(_) = h.raw {
         let check = h.raw.scalar_string("PRAGMA integrity_check").await;

@@ -13,6 +13,7 @@ both_backends!(
     hostile_search_input_is_plain_words,
     bad_input_gets_typed_errors,
     truncate_drops_later_turns_and_a_checkpoint_that_covers_them,
+    a_returned_write_is_visible_on_every_connection,
 );
 
 async fn truncate_drops_later_turns_and_a_checkpoint_that_covers_them(h: Harness) {
@@ -29,7 +30,7 @@ async fn truncate_drops_later_turns_and_a_checkpoint_that_covers_them(h: Harness
     db.save_turn(&other, &user("elsewhere")).await.unwrap();
     let texts = |v: Vec<StoredTurn>| {
         v.into_iter()
-            .map(|t| t.content.unwrap())
+            .map(|t| t.turn.content.unwrap())
             .collect::<Vec<_>>()
     };
     // A checkpoint entirely before the cut survives.
@@ -99,15 +100,15 @@ async fn turns_round_trip_byte_exact(h: Harness) {
     assert!(a < b && b < c);
     let turns = db.load_turns(&ws, LoadMode::Resume).await.unwrap();
     assert_eq!(turns.len(), 3);
-    assert_eq!(turns[1].tool_calls.as_deref(), Some(calls));
-    assert_eq!(turns[1].content, assistant.content);
-    assert_eq!(turns[1].provider_data, assistant.provider_data);
-    assert_eq!(turns[1].event_id, Some(41));
-    assert_eq!(turns[2].role, Role::Tool);
-    assert!(turns[2].is_error && !turns[1].is_error);
-    assert_eq!(turns[2].tool_call_id.as_deref(), Some("call_1"));
-    assert_eq!(turns[2].meta, tool.meta);
-    assert_eq!(turns[2].attachments, tool.attachments);
+    assert_eq!(turns[1].turn.tool_calls.as_deref(), Some(calls));
+    assert_eq!(turns[1].turn.content, assistant.content);
+    assert_eq!(turns[1].turn.provider_data, assistant.provider_data);
+    assert_eq!(turns[1].turn.event_id, Some(41));
+    assert_eq!(turns[2].turn.role, Role::Tool);
+    assert!(turns[2].turn.is_error && !turns[1].turn.is_error);
+    assert_eq!(turns[2].turn.tool_call_id.as_deref(), Some("call_1"));
+    assert_eq!(turns[2].turn.meta, tool.meta);
+    assert_eq!(turns[2].turn.attachments, tool.attachments);
     assert!(turns[0].timestamp.ends_with('Z') && turns[0].timestamp.len() == 24);
     assert_eq!(db.count_turns(&ws).await.unwrap(), 3);
     let batch = db.save_turns(&ws, &[user("x"), user("y")]).await.unwrap();
@@ -142,7 +143,7 @@ async fn resume_uses_the_latest_valid_checkpoint(h: Harness) {
     db.save_turn(&ws, &user("t12")).await.unwrap();
     let texts = |v: Vec<StoredTurn>| {
         v.into_iter()
-            .map(|t| t.content.unwrap())
+            .map(|t| t.turn.content.unwrap())
             .collect::<Vec<_>>()
     };
     assert_eq!(
@@ -193,7 +194,7 @@ async fn corrupt_checkpoint_falls_back_to_the_full_transcript(h: Harness) {
             .await
             .unwrap()
             .into_iter()
-            .map(|t| t.content.unwrap())
+            .map(|t| t.turn.content.unwrap())
             .collect();
         assert_eq!(resumed, ["a", "b", "c"], "checkpoint {bad} must be ignored");
         assert!(db.checkpoint(&ws).await.unwrap().is_none());
@@ -348,5 +349,37 @@ async fn bad_input_gets_typed_errors(h: Harness) {
     let big = "é".repeat(2 << 20);
     db.save_turn(&ws, &user(&big)).await.unwrap();
     let back = db.load_turns(&ws, LoadMode::Resume).await.unwrap();
-    assert_eq!(back[0].content.as_deref(), Some(big.as_str()));
+    assert_eq!(back[0].turn.content.as_deref(), Some(big.as_str()));
+}
+
+/// Every write that answers with its row (`… RETURNING`) is committed when it
+/// returns: a read on any other pooled connection sees it. (SQLite only
+/// commits an autocommit statement when it is reset, which sqlx may delay.)
+async fn a_returned_write_is_visible_on_every_connection(h: Harness) {
+    let db = &h.db;
+    let ws = published(db, None).await;
+    for i in 0..12 {
+        let text = format!("turn {i}");
+        // Large rows make the commit slow enough to lose a race with the reads.
+        let big = format!("{text} {}", "é".repeat(1 << 20));
+        db.save_turn(&ws, &user(&big)).await.unwrap();
+        let saved = NewMemory {
+            name: format!("m{i}"),
+            description: String::new(),
+            memory_type: None,
+            scope: None,
+            scope_id: String::new(),
+            content: text.clone(),
+        };
+        db.save_memory(&saved).await.unwrap();
+        // Readers in parallel take different connections from the pool.
+        let reads = (0..6).map(|_| async {
+            let turns = db.load_turns(&ws, LoadMode::Everything).await.unwrap();
+            let memories = db.list_memories(None, None, 1000).await.unwrap();
+            (turns.len(), memories.len())
+        });
+        for (turns, memories) in futures::future::join_all(reads).await {
+            assert_eq!((turns, memories), (i + 1, i + 1), "write {i} not visible");
+        }
+    }
 }

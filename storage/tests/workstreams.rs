@@ -323,7 +323,7 @@ async fn fork_copies_the_resume_view_and_config_atomically(h: Harness) {
         .await
         .unwrap()
         .into_iter()
-        .map(|t| t.content)
+        .map(|t| t.turn.content)
         .collect();
     assert_eq!(
         src_view,
@@ -357,7 +357,7 @@ async fn fork_copies_the_resume_view_and_config_atomically(h: Harness) {
         .await
         .unwrap()
         .into_iter()
-        .map(|t| t.content)
+        .map(|t| t.turn.content)
         .collect();
     assert_eq!(dest_view, src_view);
     assert!(db.checkpoint(&dest.ws_id).await.unwrap().is_some());

@@ -200,6 +200,7 @@ fn test(extra: &[String]) -> Result<()> {
             .args(["ci", "--no-audit", "--no-fund"])
             .current_dir(&browser))?;
     }
+    install_schemathesis(&root)?;
     run(cargo()
         .args(["test", "--workspace"])
         .args(extra)
@@ -219,6 +220,27 @@ fn test(extra: &[String]) -> Result<()> {
             .arg("--target-dir")
             .arg(root.join("target/guest-native")))?;
     }
+    Ok(())
+}
+
+/// The API fuzzer (PyPI `schemathesis`, pinned with its dependencies in
+/// `tests/schemathesis/requirements.txt`) in a venv under `target/`, where
+/// `host/cli/tests/openapi_fuzz.rs` finds it. Reinstalled when the pins change.
+fn install_schemathesis(root: &Path) -> Result<()> {
+    let pins = root.join("tests/schemathesis/requirements.txt");
+    let venv = root.join("target/schemathesis");
+    let stamp = venv.join("requirements.installed");
+    let wanted = std::fs::read_to_string(&pins).context("reading the schemathesis pins")?;
+    if std::fs::read_to_string(&stamp).ok().as_deref() == Some(wanted.as_str())
+        && venv.join("bin/schemathesis").is_file()
+    {
+        return Ok(());
+    }
+    run(Command::new("python3").args(["-m", "venv"]).arg(&venv))?;
+    run(Command::new(venv.join("bin/pip"))
+        .args(["install", "--quiet", "--disable-pip-version-check", "-r"])
+        .arg(&pins))?;
+    std::fs::write(&stamp, wanted)?;
     Ok(())
 }
 

@@ -123,7 +123,9 @@ async fn main() {
     drop(srv);
 
     for n in [100usize, 200] {
-        let srv = Server::start(vec![], "", args).await;
+        // One client address holds 2n connections here (a stream and a send
+        // per workstream): lift the per-address cap that guards real servers.
+        let srv = Server::start(vec![], "[server]\nmax_connections_per_ip = 0", args).await;
         let tok = srv.setup_admin().await;
         let mut ids = Vec::new();
         for _ in 0..n {

@@ -46,6 +46,8 @@ pub struct SessionFlags {
     pub db: Option<PathBuf>,
     /// `--retention-days` (0 disables age pruning).
     pub retention_days: u64,
+    /// `--event-log`: write every session event here as JSON lines.
+    pub event_log: Option<PathBuf>,
 }
 
 /// Plugins loaded with the config they were loaded from.
@@ -180,6 +182,8 @@ pub struct App {
     pub flags: SessionFlags,
     /// What start-up maintenance did (pruned, reaped), for the banner.
     pub housekeeping: Vec<String>,
+    /// `--event-log`, open.
+    pub event_log: Option<turnstone_engine::event_log::EventLog>,
 }
 
 /// The per-user default database for the CLI, so `--resume` works from any directory.
@@ -284,12 +288,20 @@ impl App {
             Ok(_) => {}
             Err(e) => housekeeping.push(format!("reaping failed: {e}")),
         }
+        let event_log = match &flags.event_log {
+            Some(p) => Some(
+                turnstone_engine::event_log::EventLog::create(p)
+                    .with_context(|| format!("--event-log {}", p.display()))?,
+            ),
+            None => None,
+        };
         Ok(Self {
             loaded,
             models,
             storage,
             flags,
             housekeeping,
+            event_log,
         })
     }
 
@@ -308,6 +320,10 @@ impl App {
 
     /// A session on workstream `ws_id` (history resumed when `resume`).
     pub async fn session(&self, ws_id: &str, sink: EventSink, resume: bool) -> Result<ChatSession> {
+        let sink = match &self.event_log {
+            Some(log) => log.tap(sink, Some(ws_id.to_string())),
+            None => sink,
+        };
         let (binding, fallbacks) = self.models.bindings(None)?;
         let cfg = SessionConfig {
             skip_permissions: self.flags.skip_permissions,

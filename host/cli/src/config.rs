@@ -4,6 +4,7 @@
 use anyhow::{Context, Result};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
+use turnstone_runtime::capability::HostRule;
 use turnstone_runtime::config::PluginsConfig;
 
 /// The parts of `config.toml` this binary reads today.
@@ -154,7 +155,7 @@ impl ToolsConfig {
                 .grants
                 .entry("web".into())
                 .or_insert_with(|| turnstone_runtime::Capabilities {
-                    http: vec!["<public>".into(), format!("{host}:{port}")],
+                    http: vec![HostRule::PUBLIC_SPELLING.into(), format!("{host}:{port}")],
                     model: true,
                     ..Default::default()
                 });

@@ -71,6 +71,10 @@ struct Cli {
     /// Days after which unnamed workstreams are pruned at start-up (0 = never).
     #[arg(long, default_value_t = 90)]
     retention_days: u64,
+    /// Write every session event (the protocol's `WsEvent` JSON, one per
+    /// line, in emission order) to this file, for debugging and replay.
+    #[arg(long, global = true)]
+    event_log: Option<PathBuf>,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -147,6 +151,7 @@ impl Cli {
             tool_truncation: self.tool_truncation,
             db: self.db.clone(),
             retention_days: self.retention_days,
+            event_log: self.event_log.clone(),
         }
     }
 }

@@ -142,6 +142,7 @@ pub async fn run(
             skip_permissions: app.flags.skip_permissions,
             tool_truncation: app.flags.tool_truncation,
             node_id: node_id.clone(),
+            event_log: app.event_log.clone(),
         },
         limits,
         metrics.clone(),

@@ -488,8 +488,9 @@ async fn rewind_and_retry_edit_the_conversation() {
         .map(|m| m["content"].clone())
         .collect();
     assert_eq!(contents, vec![json!("first"), json!("one")]);
-    // Bad requests are 400 and change nothing.
-    let (s, _) = srv
+    // Rewinding past the start is a conflict with the conversation (409), a
+    // malformed request is 400; neither changes anything.
+    let (s, v) = srv
         .call(
             "POST",
             &format!("/v1/api/workstreams/{ws}/rewind"),
@@ -497,7 +498,11 @@ async fn rewind_and_retry_edit_the_conversation() {
             Some(json!({"turns": 5})),
         )
         .await;
-    assert_eq!(s, 400);
+    assert_eq!(s, 409, "{v}");
+    assert!(
+        v["error"].as_str().unwrap().starts_with("cannot rewind 5"),
+        "{v}"
+    );
     let (s, _) = srv
         .call(
             "POST",
@@ -507,6 +512,21 @@ async fn rewind_and_retry_edit_the_conversation() {
         )
         .await;
     assert_eq!(s, 400);
+    let (_, h) = srv
+        .call(
+            "GET",
+            &format!("/v1/api/workstreams/{ws}/history"),
+            Some(&admin),
+            None,
+        )
+        .await;
+    let after: Vec<_> = h["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["content"].clone())
+        .collect();
+    assert_eq!(after, vec![json!("first"), json!("one")]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -98,6 +98,19 @@ impl EventSink {
         }
     }
 
+    /// This sink with `observer` seeing every event first (on the emitting
+    /// task; it must not block), e.g. [`crate::event_log::EventLog::tap`].
+    pub fn inspect(self, observer: impl Fn(&SessionEvent) + Send + Sync + 'static) -> Self {
+        let inner = self.out;
+        Self {
+            out: Arc::new(move |e| {
+                observer(&e);
+                inner(e);
+            }),
+            approvals: self.approvals,
+        }
+    }
+
     /// Sends `event`.
     pub fn emit(&self, event: Event) {
         (self.out)(SessionEvent::Wire(event));

@@ -12,6 +12,7 @@
 //!   come out of a stream.
 //! - [`models`]: the model registry (aliases, fallbacks, live reload).
 
+pub mod event_log;
 pub mod events;
 pub mod lower;
 pub mod models;

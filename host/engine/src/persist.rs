@@ -68,30 +68,30 @@ pub fn to_row(turn: &Turn) -> NewTurn {
 pub fn from_row(row: &StoredTurn) -> Result<Turn, DecodeError> {
     let bad = |reason: String| DecodeError { id: row.id, reason };
     let mut content = vec![ContentPart::Text {
-        text: row.content.clone().unwrap_or_default(),
+        text: row.turn.content.clone().unwrap_or_default(),
     }];
-    if let Some(a) = &row.attachments {
+    if let Some(a) = &row.turn.attachments {
         let images: Vec<ContentPart> =
             serde_json::from_str(a).map_err(|e| bad(format!("attachments: {e}")))?;
         content.extend(images);
     }
-    let tool_calls: Vec<ToolCall> = match &row.tool_calls {
+    let tool_calls: Vec<ToolCall> = match &row.turn.tool_calls {
         Some(t) => serde_json::from_str(t).map_err(|e| bad(format!("tool_calls: {e}")))?,
         None => Vec::new(),
     };
-    let native: Option<ProviderNative> = match &row.provider_data {
+    let native: Option<ProviderNative> = match &row.turn.provider_data {
         Some(p) => Some(serde_json::from_str(p).map_err(|e| bad(format!("provider_data: {e}")))?),
         None => None,
     };
-    let stored: StoredMeta = match &row.meta {
+    let stored: StoredMeta = match &row.turn.meta {
         Some(m) => serde_json::from_str(m).map_err(|e| bad(format!("meta: {e}")))?,
         None => StoredMeta::default(),
     };
     let mut meta = stored.meta;
-    meta.source = row.source.clone().or(meta.source);
-    meta.event_id = row.event_id.or(meta.event_id);
+    meta.source = row.turn.source.clone().or(meta.source);
+    meta.event_id = row.turn.event_id.or(meta.event_id);
     Ok(Turn {
-        role: match row.role {
+        role: match row.turn.role {
             DbRole::System => Role::System,
             DbRole::User => Role::User,
             DbRole::Assistant => Role::Assistant,
@@ -99,9 +99,9 @@ pub fn from_row(row: &StoredTurn) -> Result<Turn, DecodeError> {
         },
         content,
         tool_calls,
-        tool_call_id: row.tool_call_id.clone(),
-        tool_name: row.tool_name.clone(),
-        is_error: row.is_error,
+        tool_call_id: row.turn.tool_call_id.clone(),
+        tool_name: row.turn.tool_name.clone(),
+        is_error: row.turn.is_error,
         reasoning: stored.reasoning,
         native,
         meta,
@@ -130,22 +130,11 @@ mod tests {
         let mut tool = Turn::tool_result(&t.tool_calls[0], "out", true);
         tool.meta.effect = Some(EffectStatus::Unknown);
         for turn in [t, tool] {
-            let row = to_row(&turn);
             let stored = StoredTurn {
                 id: 1,
                 ws_id: "w".into(),
                 timestamp: String::new(),
-                role: row.role,
-                content: row.content,
-                tool_name: row.tool_name,
-                tool_call_id: row.tool_call_id,
-                tool_calls: row.tool_calls,
-                provider_data: row.provider_data,
-                source: row.source,
-                event_id: row.event_id,
-                is_error: row.is_error,
-                attachments: row.attachments,
-                meta: row.meta,
+                turn: to_row(&turn),
             };
             assert_eq!(from_row(&stored).unwrap(), turn);
         }

@@ -266,7 +266,17 @@ async fn a_provider_error_surfaces_and_sets_the_error_state() {
     )
     .await;
     let err = f.session.send("hi").await.unwrap_err();
-    assert!(err.to_string().contains("Auth"), "{err}");
+    // Typed to the edge: the WIT provider-error, not a string.
+    match &err {
+        turnstone_engine::session::SessionError::Provider(
+            turnstone_runtime::provider_error::ProviderError::Auth(m),
+        ) => assert!(m.contains("bad key"), "{m}"),
+        other => panic!("expected a provider auth error, got {other:?}"),
+    }
+    assert_eq!(
+        err.to_string(),
+        "model request failed: authentication failed: bad key"
+    );
     assert_eq!(f.recorder.states().last(), Some(&SessionState::Error));
 }
 
@@ -405,19 +415,20 @@ async fn every_turn_persists_and_a_resumed_session_continues() {
     let mut session = session;
     session.send("read n.txt").await.unwrap();
     let rows = db.load_turns(&ws, LoadMode::Resume).await.unwrap();
-    let roles: Vec<Role> = rows.iter().map(|r| r.role).collect();
+    let roles: Vec<Role> = rows.iter().map(|r| r.turn.role).collect();
     assert_eq!(
         roles,
         [Role::User, Role::Assistant, Role::Tool, Role::Assistant]
     );
     assert_eq!(
         rows[1]
+            .turn
             .tool_calls
             .as_deref()
             .map(|t| t.contains("{\\\"path\\\": \\\"n.txt\\\"}")),
         Some(true)
     );
-    assert_eq!(rows[2].content.as_deref(), Some("     1\tbeta\n"));
+    assert_eq!(rows[2].turn.content.as_deref(), Some("     1\tbeta\n"));
     drop(session);
 
     // A new process: resume from storage and continue the same conversation.
@@ -729,7 +740,7 @@ async fn auto_compaction_summarizes_and_checkpoints_while_keeping_sources() {
         .await
         .unwrap()
         .into_iter()
-        .map(|t| t.content.unwrap())
+        .map(|t| t.turn.content.unwrap())
         .collect();
     assert_eq!(
         resume,
@@ -999,7 +1010,7 @@ async fn a_session_killed_mid_tool_resumes_with_the_batch_repaired() {
     // What the killed process persisted: the user turn and the assistant's call.
     let rows = db.load_turns(&ws, LoadMode::Resume).await.unwrap();
     assert_eq!(
-        rows.iter().map(|r| r.role).collect::<Vec<_>>(),
+        rows.iter().map(|r| r.turn.role).collect::<Vec<_>>(),
         [Role::User, Role::Assistant]
     );
 
@@ -1191,7 +1202,7 @@ async fn rewind_retry_and_clear_edit_memory_and_storage_together() {
             .await
             .unwrap()
             .into_iter()
-            .map(|t| t.content.unwrap_or_default())
+            .map(|t| t.turn.content.unwrap_or_default())
             .collect::<Vec<_>>()
     };
     assert!(matches!(

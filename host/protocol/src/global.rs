@@ -51,8 +51,7 @@ pub struct NodeSnapshot {
     /// Loaded workstreams the subscriber may see.
     pub workstreams: Vec<WorkstreamSnapshot>,
     /// The `/health` body.
-    #[schema(value_type = Object)]
-    pub health: serde_json::Value,
+    pub health: Health,
     /// Node-wide totals.
     pub aggregate: Aggregate,
     /// Set when the stream is filtered to one user's workstreams.
@@ -149,6 +148,46 @@ pub struct GlobalWsClosed {
 pub struct BackendHealth {
     /// `up` or `down`.
     pub status: String,
+}
+
+/// The default model of `/health`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct DefaultModel {
+    /// Its alias.
+    pub alias: String,
+    /// Always true (an alias that cannot load fails the start).
+    pub loaded: bool,
+}
+
+/// The `/health` body (also in `node_snapshot`). The fields after `mcp` are
+/// there when the server runs a session engine.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Health {
+    /// `ok`, or `degraded` while the model backend is down.
+    pub status: String,
+    /// Server version.
+    pub version: String,
+    /// This node.
+    pub node_id: String,
+    /// Seconds since start.
+    pub uptime_seconds: f64,
+    /// The model backend.
+    pub backend: BackendHealth,
+    /// MCP servers (always `null` until MCP lands).
+    #[schema(value_type = Option<Object>)]
+    pub mcp: Option<serde_json::Value>,
+    /// The default alias's model id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Most loaded workstreams.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_ws: Option<usize>,
+    /// Loaded workstreams per state, and `total`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workstreams: Option<std::collections::BTreeMap<String, usize>>,
+    /// The default model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_model: Option<DefaultModel>,
 }
 
 /// `health_changed`.

@@ -2,18 +2,9 @@
 //! grants, and the effective set (their intersection) enforced at the host boundary.
 
 use serde::{Deserialize, Serialize};
+use std::fmt;
 use std::path::{Component, Path, PathBuf};
 use thiserror::Error;
-
-/// Manifest-only `http` entry of provider and channel plugins: "whatever host
-/// the operator configures for me". It never matches by itself; the operator's
-/// concrete grant (e.g. a model alias's base URL host) decides.
-pub const CONFIGURED_HOSTS: &str = "<configured>";
-
-/// HTTP grant meaning "any host whose addresses are all public": every request
-/// (so every redirect hop) is resolved and screened by the host's SSRF guard
-/// ([`crate::netguard`]). Valid in manifests and grants.
-pub const PUBLIC_HOSTS: &str = "<public>";
 
 /// How an allowed HTTP request must be sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,6 +71,56 @@ pub struct Capabilities {
     pub model: bool,
 }
 
+/// A capability family: what a [`Denial`] or a [`CapabilityParseError::BadName`]
+/// is about. Typed so that dispatch on it is exhaustive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CapabilityKind {
+    /// Filesystem paths (`filesystem`).
+    Filesystem,
+    /// Outbound HTTP (`http`).
+    Http,
+    /// Spawning programs (`exec`).
+    Exec,
+    /// Environment variables passed to children (`env`).
+    Env,
+    /// Host-held secrets (`secrets`).
+    Secret,
+    /// Completions from the session's model (`model`).
+    Model,
+}
+
+impl CapabilityKind {
+    /// The name shown in denials and errors, and sent to guests as the WIT
+    /// `capability-error.capability`; guests and tests match on these exact
+    /// strings, so they must not change.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CapabilityKind::Filesystem => "filesystem",
+            CapabilityKind::Http => "http",
+            CapabilityKind::Exec => "exec",
+            CapabilityKind::Env => "env",
+            CapabilityKind::Secret => "secret",
+            CapabilityKind::Model => "model",
+        }
+    }
+
+    /// The `[capabilities]` / `[plugins.grants.*]` key holding this family;
+    /// differs from [`CapabilityKind::as_str`] only for secrets (the list is
+    /// `secrets`, one entry is a "secret").
+    fn toml_key(self) -> &'static str {
+        match self {
+            CapabilityKind::Secret => "secrets",
+            other => other.as_str(),
+        }
+    }
+}
+
+impl fmt::Display for CapabilityKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A capability set that is malformed or dangerously broad.
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum CapabilityParseError {
@@ -97,7 +138,7 @@ pub enum CapabilityParseError {
     #[error("{kind} name {name:?} is invalid")]
     BadName {
         /// Which list the name is in.
-        kind: &'static str,
+        kind: CapabilityKind,
         /// The offending name.
         name: String,
     },
@@ -111,21 +152,18 @@ impl Capabilities {
     }
 
     /// Like [`Capabilities::validate`]; `allow_configured` permits the
-    /// [`CONFIGURED_HOSTS`] request form (provider and channel manifests only).
+    /// [`HostRule::Configured`] request form (provider and channel manifests only).
     pub fn validate_with(&self, allow_configured: bool) -> Result<(), CapabilityParseError> {
         for h in &self.http {
-            if (allow_configured && h == CONFIGURED_HOSTS) || h == PUBLIC_HOSTS {
-                continue;
-            }
-            HostPattern::parse(h)?;
+            HostRule::parse(h, allow_configured)?;
         }
         for g in &self.filesystem {
             parse_fs_path(&g.path)?;
         }
         for (kind, list) in [
-            ("exec", &self.exec),
-            ("env", &self.env),
-            ("secret", &self.secrets),
+            (CapabilityKind::Exec, &self.exec),
+            (CapabilityKind::Env, &self.env),
+            (CapabilityKind::Secret, &self.secrets),
         ] {
             for name in list {
                 let ok = !name.is_empty()
@@ -210,10 +248,14 @@ impl HostPattern {
             Some(rest) => (rest.to_string(), true),
             None => (host.to_string(), false),
         };
-        let host_chars_ok = if host.starts_with('[') {
-            host[1..host.len() - 1]
-                .chars()
-                .all(|c| c.is_ascii_hexdigit() || c == ':' || c == '.')
+        let host_chars_ok = if let Some(inner) = host.strip_prefix('[') {
+            // `*.[` (a wildcard before a bracket) leaves a lone `[` here.
+            inner.strip_suffix(']').is_some_and(|v6| {
+                !v6.is_empty()
+                    && v6
+                        .chars()
+                        .all(|c| c.is_ascii_hexdigit() || c == ':' || c == '.')
+            })
         } else {
             host.chars()
                 .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.')
@@ -240,6 +282,87 @@ impl HostPattern {
             host == self.host.trim_start_matches('[').trim_end_matches(']')
         };
         host_ok && self.port.is_none_or(|p| p == port)
+    }
+}
+
+/// Writes the normalized manifest form (`host`, `host:port`, `*.domain`,
+/// `[v6]:port`), which [`HostPattern::parse`] reads back to an equal pattern.
+impl fmt::Display for HostPattern {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.wildcard {
+            f.write_str("*.")?;
+        }
+        f.write_str(&self.host)?;
+        if let Some(port) = self.port {
+            write!(f, ":{port}")?;
+        }
+        Ok(())
+    }
+}
+
+/// One parsed `http` entry of a manifest request or an operator grant. The
+/// wire and TOML form stays a string ([`Capabilities::http`]); this is what
+/// it means, parsed once so enforcement never compares raw strings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HostRule {
+    /// A concrete host, `host:port` or `*.domain`.
+    Pattern(HostPattern),
+    /// "Any host whose addresses are all public": every request (so every
+    /// redirect hop) is resolved and screened by the host's SSRF guard
+    /// ([`crate::netguard`]). Valid in manifests and grants.
+    Public,
+    /// Manifest-only entry of provider and channel plugins: "whatever host the
+    /// operator configures for me". It never matches by itself; the operator's
+    /// concrete grant (e.g. a model alias's base URL host) decides.
+    Configured,
+}
+
+impl HostRule {
+    /// Manifest/TOML spelling of [`HostRule::Public`].
+    pub const PUBLIC_SPELLING: &'static str = "<public>";
+
+    /// Manifest/TOML spelling of [`HostRule::Configured`].
+    pub const CONFIGURED_SPELLING: &'static str = "<configured>";
+
+    /// Parses one `http` entry. The keywords must be spelled exactly (no
+    /// trimming or case folding) so that a near miss is rejected as a bad host
+    /// rather than silently widening access. `allow_configured` admits
+    /// [`HostRule::Configured`], which only provider and channel manifests may
+    /// request; everywhere else it is a [`CapabilityParseError::BadHost`].
+    pub fn parse(raw: &str, allow_configured: bool) -> Result<Self, CapabilityParseError> {
+        if raw == Self::PUBLIC_SPELLING {
+            Ok(HostRule::Public)
+        } else if raw == Self::CONFIGURED_SPELLING {
+            if allow_configured {
+                Ok(HostRule::Configured)
+            } else {
+                Err(CapabilityParseError::BadHost(raw.to_string()))
+            }
+        } else {
+            HostPattern::parse(raw).map(HostRule::Pattern)
+        }
+    }
+
+    /// Whether a request to `host:port` matches by name. Only a
+    /// [`HostRule::Pattern`] can: `Public` is decided by the SSRF guard and
+    /// `Configured` by the operator's concrete grant, never by the name.
+    pub fn matches(&self, host: &str, port: u16) -> bool {
+        match self {
+            HostRule::Pattern(p) => p.matches(host, port),
+            HostRule::Public | HostRule::Configured => false,
+        }
+    }
+}
+
+/// Writes the manifest spelling back (normalized for patterns), so that
+/// [`HostRule::parse`] of the output yields an equal rule.
+impl fmt::Display for HostRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HostRule::Pattern(p) => write!(f, "{p}"),
+            HostRule::Public => f.write_str(Self::PUBLIC_SPELLING),
+            HostRule::Configured => f.write_str(Self::CONFIGURED_SPELLING),
+        }
     }
 }
 
@@ -276,8 +399,8 @@ pub struct ResolvedDir {
 pub struct Denial {
     /// Plugin name.
     pub plugin: String,
-    /// Capability family.
-    pub capability: &'static str,
+    /// Capability family; its [`Display`](fmt::Display) is the name guests see.
+    pub capability: CapabilityKind,
     /// What was attempted.
     pub detail: String,
     /// How to allow it.
@@ -290,6 +413,10 @@ pub struct EffectiveCapabilities {
     plugin: String,
     requested: Capabilities,
     granted: Capabilities,
+    /// `requested.http`, parsed once at construction.
+    requested_http: Vec<HostRule>,
+    /// `granted.http`, parsed once at construction.
+    granted_http: Vec<HostRule>,
     dirs: Vec<ResolvedDir>,
 }
 
@@ -343,6 +470,11 @@ impl EffectiveCapabilities {
                 plugin: plugin.to_string(),
                 requested: requested.clone(),
                 granted: granted.clone(),
+                // The manifest side may carry `<configured>` (validation only
+                // admits it for provider and channel manifests); a grant never
+                // can, and check_http would not consult it there anyway.
+                requested_http: parse_host_rules(&requested.http, true),
+                granted_http: parse_host_rules(&granted.http, false),
                 dirs,
             },
             skipped,
@@ -364,13 +496,17 @@ impl EffectiveCapabilities {
         &self.granted
     }
 
-    fn denial(&self, capability: &'static str, detail: String, key: &str, value: &str) -> Denial {
+    /// Builds the denial for `capability`, with a hint that says whether the
+    /// manifest already requests `value` (then only the grant is missing).
+    fn denial(&self, capability: CapabilityKind, detail: String, value: &str) -> Denial {
+        let key = capability.toml_key();
         let in_request = match capability {
-            "http" => list_matches_host(&self.requested.http, value),
-            "exec" => self.requested.exec.iter().any(|e| e == value),
-            "env" => self.requested.env.iter().any(|e| e == value),
-            "secret" => self.requested.secrets.iter().any(|e| e == value),
-            _ => false,
+            CapabilityKind::Http => self.requests_host(value),
+            CapabilityKind::Exec => self.requested.exec.iter().any(|e| e == value),
+            CapabilityKind::Env => self.requested.env.iter().any(|e| e == value),
+            CapabilityKind::Secret => self.requested.secrets.iter().any(|e| e == value),
+            // Their callers write their own hint (or none applies).
+            CapabilityKind::Filesystem | CapabilityKind::Model => false,
         };
         let hint = if in_request {
             format!(
@@ -395,18 +531,16 @@ impl EffectiveCapabilities {
     /// host is [`HttpAccess::Granted`]; any other host is allowed only as
     /// [`HttpAccess::PublicOnly`] when `<public>` is requested and granted.
     pub fn check_http(&self, host: &str, port: u16) -> Result<HttpAccess, Denial> {
-        let allowed = |list: &[String]| {
-            list.iter()
-                .filter_map(|p| HostPattern::parse(p).ok())
-                .any(|p| p.matches(host, port))
-        };
-        let has = |list: &[String], v: &str| list.iter().any(|h| h == v);
+        let named = |rules: &[HostRule]| rules.iter().any(|r| r.matches(host, port));
+        // `<configured>` stands for whatever concrete host the operator grants.
         let requested =
-            allowed(&self.requested.http) || has(&self.requested.http, CONFIGURED_HOSTS);
-        if requested && allowed(&self.granted.http) {
+            named(&self.requested_http) || self.requested_http.contains(&HostRule::Configured);
+        if requested && named(&self.granted_http) {
             return Ok(HttpAccess::Granted);
         }
-        if has(&self.requested.http, PUBLIC_HOSTS) && has(&self.granted.http, PUBLIC_HOSTS) {
+        if self.requested_http.contains(&HostRule::Public)
+            && self.granted_http.contains(&HostRule::Public)
+        {
             return Ok(HttpAccess::PublicOnly);
         }
         let value = if matches!(port, 80 | 443) {
@@ -414,7 +548,24 @@ impl EffectiveCapabilities {
         } else {
             format!("{host}:{port}")
         };
-        Err(self.denial("http", format!("request to {host}:{port}"), "http", &value))
+        Err(self.denial(
+            CapabilityKind::Http,
+            format!("request to {host}:{port}"),
+            &value,
+        ))
+    }
+
+    /// Whether the manifest names the host in `value` (`host` or
+    /// `host:port`, as the denial hint prints it); a bare host counts at
+    /// either default port.
+    fn requests_host(&self, value: &str) -> bool {
+        let Some((host, port)) = split_host_port(value) else {
+            return false;
+        };
+        let port = port.unwrap_or(443);
+        self.requested_http
+            .iter()
+            .any(|r| r.matches(host, port) || r.matches(host, 80))
     }
 
     /// Checks spawning `program`.
@@ -427,7 +578,7 @@ impl EffectiveCapabilities {
         if ok(&self.requested.exec) && ok(&self.granted.exec) {
             Ok(())
         } else {
-            Err(self.denial("exec", format!("spawn {program:?}"), "exec", name))
+            Err(self.denial(CapabilityKind::Exec, format!("spawn {program:?}"), name))
         }
     }
 
@@ -448,7 +599,11 @@ impl EffectiveCapabilities {
         if ok(&self.requested.env) && ok(&self.granted.env) {
             Ok(())
         } else {
-            Err(self.denial("env", format!("environment variable {name}"), "env", name))
+            Err(self.denial(
+                CapabilityKind::Env,
+                format!("environment variable {name}"),
+                name,
+            ))
         }
     }
 
@@ -459,7 +614,7 @@ impl EffectiveCapabilities {
         } else {
             Err(Denial {
                 plugin: self.plugin.clone(),
-                capability: "model",
+                capability: CapabilityKind::Model,
                 detail: "a completion from the session's model".into(),
                 hint: format!("[plugins.grants.{}] model = true", self.plugin),
             })
@@ -472,7 +627,7 @@ impl EffectiveCapabilities {
         if ok(&self.requested.secrets) && ok(&self.granted.secrets) {
             Ok(())
         } else {
-            Err(self.denial("secret", format!("secret {name}"), "secrets", name))
+            Err(self.denial(CapabilityKind::Secret, format!("secret {name}"), name))
         }
     }
 
@@ -486,7 +641,7 @@ impl EffectiveCapabilities {
             Ok(())
         } else {
             let detail = format!("{} access to {}", need.short(), path.display());
-            let mut d = self.denial("filesystem", detail, "filesystem", "");
+            let mut d = self.denial(CapabilityKind::Filesystem, detail, "");
             d.hint = format!(
                 "request and grant it: filesystem = [{{ path = \"{}\", access = \"{}\" }}] in plugin.toml [capabilities] and in [plugins.grants.{}]",
                 path.display(),
@@ -498,138 +653,16 @@ impl EffectiveCapabilities {
     }
 }
 
-fn list_matches_host(list: &[String], value: &str) -> bool {
-    let (host, port) = match split_host_port(value) {
-        Some((h, p)) => (h, p.unwrap_or(443)),
-        None => return false,
-    };
-    list.iter()
-        .filter_map(|p| HostPattern::parse(p).ok())
-        .any(|p| p.matches(host, port) || p.matches(host, 80))
+/// Parses an `http` list for enforcement. Load-time validation
+/// ([`Capabilities::validate_with`]) already rejected malformed entries with
+/// an error the operator sees; one that still fails here (a set built without
+/// validation) would match nothing anyway, so it is skipped rather than
+/// failing plugin instantiation.
+fn parse_host_rules(raw: &[String], allow_configured: bool) -> Vec<HostRule> {
+    raw.iter()
+        .filter_map(|h| HostRule::parse(h, allow_configured).ok())
+        .collect()
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn caps_http(hosts: &[&str]) -> Capabilities {
-        Capabilities {
-            http: hosts.iter().map(|s| s.to_string()).collect(),
-            ..Default::default()
-        }
-    }
-
-    #[test]
-    fn host_patterns_match_exactly_what_they_name() {
-        let p = HostPattern::parse("api.example.com").unwrap();
-        assert!(p.matches("API.example.com", 443));
-        assert!(!p.matches("evil-api.example.com", 443));
-        let w = HostPattern::parse("*.example.com").unwrap();
-        assert!(w.matches("a.example.com", 80));
-        assert!(!w.matches("example.com", 80));
-        assert!(!w.matches("aexample.com", 80));
-        let port = HostPattern::parse("127.0.0.1:8080").unwrap();
-        assert!(port.matches("127.0.0.1", 8080));
-        assert!(!port.matches("127.0.0.1", 8081));
-        let v6 = HostPattern::parse("[::1]:9000").unwrap();
-        assert!(v6.matches("[::1]", 9000));
-    }
-
-    #[test]
-    fn footgun_forms_are_rejected() {
-        assert!(HostPattern::parse("*").is_err());
-        assert!(HostPattern::parse("").is_err());
-        assert!(HostPattern::parse("a.com/path").is_err());
-        assert!(HostPattern::parse("<configured>").is_err());
-        assert!(HostPattern::parse("a b.com").is_err());
-        let bad_path = Capabilities {
-            filesystem: vec![FsGrant {
-                path: "../etc".into(),
-                access: Access::ReadOnly,
-            }],
-            ..Default::default()
-        };
-        assert!(bad_path.validate().is_err());
-        let bad_exec = Capabilities {
-            exec: vec!["*".into()],
-            ..Default::default()
-        };
-        assert!(bad_exec.validate().is_err());
-    }
-
-    #[test]
-    fn effective_http_is_the_intersection() {
-        let (eff, _) = EffectiveCapabilities::new(
-            "p",
-            &caps_http(&["a.com", "b.com"]),
-            &caps_http(&["b.com", "c.com"]),
-            None,
-        );
-        assert!(eff.check_http("b.com", 443).is_ok());
-        let denied_a = eff.check_http("a.com", 443).unwrap_err();
-        assert!(
-            denied_a
-                .hint
-                .contains("[plugins.grants.p] http = [\"a.com\"]")
-        );
-        let denied_c = eff.check_http("c.com", 443).unwrap_err();
-        assert!(denied_c.hint.contains("manifest does not request it"));
-    }
-
-    #[test]
-    fn filesystem_access_is_the_weaker_of_request_and_grant() {
-        let ws = tempfile::tempdir().unwrap();
-        let req = Capabilities {
-            filesystem: vec![FsGrant {
-                path: "workspace".into(),
-                access: Access::ReadWrite,
-            }],
-            ..Default::default()
-        };
-        let grant = Capabilities {
-            filesystem: vec![FsGrant {
-                path: "workspace".into(),
-                access: Access::ReadOnly,
-            }],
-            ..Default::default()
-        };
-        let (eff, skipped) = EffectiveCapabilities::new("p", &req, &grant, Some(ws.path()));
-        assert!(skipped.is_empty());
-        assert_eq!(eff.dirs().len(), 1);
-        assert_eq!(eff.dirs()[0].access, Access::ReadOnly);
-        let canon = std::fs::canonicalize(ws.path()).unwrap();
-        assert!(eff.check_path(&canon.join("f"), Access::ReadOnly).is_ok());
-        assert!(eff.check_path(&canon.join("f"), Access::ReadWrite).is_err());
-        // No grant at all: nothing is preopened.
-        let (none, _) =
-            EffectiveCapabilities::new("p", &req, &Capabilities::default(), Some(ws.path()));
-        assert!(none.dirs().is_empty());
-    }
-
-    #[test]
-    fn configured_hosts_defer_to_the_concrete_grant() {
-        let req = caps_http(&[CONFIGURED_HOSTS]);
-        assert!(req.validate().is_err(), "not allowed in grants");
-        assert!(req.validate_with(true).is_ok());
-        let (eff, _) = EffectiveCapabilities::new("p", &req, &caps_http(&["127.0.0.1:8000"]), None);
-        assert!(eff.check_http("127.0.0.1", 8000).is_ok());
-        assert!(eff.check_http("127.0.0.1", 8001).is_err());
-        let (none, _) = EffectiveCapabilities::new("p", &req, &Capabilities::default(), None);
-        assert!(
-            none.check_http("127.0.0.1", 8000).is_err(),
-            "nothing without a grant"
-        );
-    }
-
-    #[test]
-    fn exec_matches_by_program_name() {
-        let c = Capabilities {
-            exec: vec!["bash".into()],
-            ..Default::default()
-        };
-        let (eff, _) = EffectiveCapabilities::new("p", &c, &c, None);
-        assert!(eff.check_exec("bash").is_ok());
-        assert!(eff.check_exec("/bin/bash").is_ok());
-        assert!(eff.check_exec("sh").is_err());
-    }
-}
+mod tests;

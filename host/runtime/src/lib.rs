@@ -23,6 +23,7 @@ pub mod live;
 pub mod manifest;
 pub mod netguard;
 pub mod plugin;
+pub mod provider_error;
 pub mod reconcile;
 pub mod registry;
 pub mod state;

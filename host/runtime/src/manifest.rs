@@ -126,6 +126,10 @@ pub enum ManifestError {
     },
 }
 
+/// Names the plugin admin API routes by (`/api/admin/plugins/audit`, …), so
+/// no plugin may take them.
+pub const RESERVED_PLUGIN_NAMES: [&str; 3] = ["audit", "install", "reload"];
+
 /// Whether `name` is a valid plugin or tool name (`[A-Za-z0-9_-]{1,64}`).
 pub fn valid_name(name: &str) -> bool {
     !name.is_empty()
@@ -160,6 +164,12 @@ impl Manifest {
             return Err(invalid(format!(
                 "plugin name {:?} must be 1-64 characters of [A-Za-z0-9_-]",
                 info.name
+            )));
+        }
+        if RESERVED_PLUGIN_NAMES.contains(&info.name.as_str()) {
+            return Err(invalid(format!(
+                "plugin name {:?} is reserved (the admin API uses it: /api/admin/plugins/{})",
+                info.name, info.name
             )));
         }
         if semver::Version::parse(&info.version).is_err() {
@@ -231,6 +241,8 @@ http = ["api.example.com"]
     fn rejects_bad_manifests_with_reasons() {
         let cases = [
             (GOOD.replace("word_count", "word count"), "plugin name"),
+            (GOOD.replace("word_count", "audit"), "is reserved"),
+            (GOOD.replace("word_count", "install"), "is reserved"),
             (
                 GOOD.replace("version = \"0.1.0\"", "version = \"x\""),
                 "semantic",

@@ -1,19 +1,15 @@
-//! The HTTP surface built so far: `/health`, the auth endpoints of the wire
-//! contract (`status`, `setup`, `login`, `logout`, `whoami`) and the
-//! authentication middleware every other route sits behind.
+//! The router and what every request passes through: authentication, rate
+//! limiting, JSON errors and request metrics; plus the body helpers the
+//! handlers share. The handlers are in [`crate::routes`].
 
-use crate::auth::{self, COOKIE, Claims, JwtKeys, Scope};
+use crate::auth::{self, COOKIE, JwtKeys, Scope};
 use crate::passwords;
-use axum::Json;
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use serde::Deserialize;
-use serde_json::{Value, json};
 use std::sync::Arc;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 use turnstone_storage::Storage;
 
 /// Lifetime of a session JWT.
@@ -51,75 +47,7 @@ pub struct LoginPolicy {
     pub cookie_secure: bool,
 }
 
-/// A JSON error with a status: `{"error": "..."}`.
-#[derive(Debug)]
-pub struct ApiError(pub StatusCode, pub String);
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        (self.0, Json(json!({"error": self.1}))).into_response()
-    }
-}
-
-/// An error the client should retry later: `{"error", "retry_after"}` and a
-/// `Retry-After` header.
-#[derive(Debug)]
-pub struct RetryLater {
-    /// 429 or 503.
-    pub status: StatusCode,
-    /// What happened.
-    pub message: String,
-    /// Seconds to wait.
-    pub secs: u64,
-}
-
-impl IntoResponse for RetryLater {
-    fn into_response(self) -> Response {
-        let body = json!({"error": self.message, "retry_after": self.secs});
-        let mut resp = (self.status, Json(body)).into_response();
-        if let Ok(v) = HeaderValue::from_str(&self.secs.to_string()) {
-            resp.headers_mut().insert(header::RETRY_AFTER, v);
-        }
-        resp
-    }
-}
-
-/// What a login or setup can fail with.
-#[derive(Debug)]
-pub enum LoginError {
-    /// A plain API error.
-    Api(ApiError),
-    /// Throttled or busy.
-    Retry(RetryLater),
-}
-
-impl From<ApiError> for LoginError {
-    fn from(e: ApiError) -> Self {
-        Self::Api(e)
-    }
-}
-
-impl From<turnstone_storage::StorageError> for LoginError {
-    fn from(e: turnstone_storage::StorageError) -> Self {
-        Self::Api(e.into())
-    }
-}
-
-impl IntoResponse for LoginError {
-    fn into_response(self) -> Response {
-        match self {
-            Self::Api(e) => e.into_response(),
-            Self::Retry(r) => r.into_response(),
-        }
-    }
-}
-
-impl From<turnstone_storage::StorageError> for ApiError {
-    fn from(e: turnstone_storage::StorageError) -> Self {
-        tracing::error!("storage: {e}");
-        ApiError(StatusCode::INTERNAL_SERVER_ERROR, "storage error".into())
-    }
-}
+pub use crate::error::ApiError;
 
 /// Who made the request (set by [`authenticate`]).
 #[derive(Debug, Clone)]
@@ -137,20 +65,13 @@ pub struct Identity {
 /// The router (without a listener).
 pub fn router(state: AppState) -> axum::Router {
     let api = axum::Router::new()
-        .route("/api/auth/status", get(auth_status))
-        .route("/api/auth/setup", post(setup))
-        .route("/api/auth/login", post(login))
-        .route("/api/auth/logout", post(logout))
-        .route("/api/auth/whoami", get(whoami))
+        .merge(crate::routes::auth_routes())
         .merge(crate::routes::api());
     axum::Router::new()
-        .route("/health", get(health))
-        .route("/metrics", get(metrics))
-        .route("/openapi.json", get(crate::routes::openapi_json))
-        .route("/docs", get(crate::routes::docs_page))
+        .merge(crate::routes::node_routes())
         .merge(crate::web::routes())
         .nest("/v1", api)
-        .fallback(|| async { ApiError(StatusCode::NOT_FOUND, "Not found".into()) })
+        .fallback(|| async { ApiError::NotFound("Not found".into()) })
         // Order (outermost first): metrics, JSON errors, authentication, rate limit.
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
@@ -216,7 +137,11 @@ async fn json_errors(req: Request, next: Next) -> Response {
     } else {
         msg
     };
-    let mut out = ApiError(parts.status, msg).into_response();
+    let mut out = ApiError::Framework {
+        status: parts.status,
+        message: msg,
+    }
+    .into_response();
     for (k, v) in parts.headers.iter() {
         if k != header::CONTENT_TYPE && k != header::CONTENT_LENGTH {
             out.headers_mut().insert(k.clone(), v.clone());
@@ -243,37 +168,13 @@ async fn rate_limit(State(state): State<AppState>, req: Request, next: Next) -> 
         if let Some(n) = &state.node {
             n.metrics.ratelimited();
         }
-        let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
-        let mut resp = (
-            StatusCode::TOO_MANY_REQUESTS,
-            Json(json!({"error": "Rate limit exceeded", "retry_after": secs})),
-        )
-            .into_response();
-        if let Ok(v) = HeaderValue::from_str(&secs.to_string()) {
-            resp.headers_mut().insert(header::RETRY_AFTER, v);
+        return ApiError::RateLimited {
+            message: "Rate limit exceeded".into(),
+            secs: crate::error::retry_secs(wait),
         }
-        return resp;
+        .into_response();
     }
     next.run(req).await
-}
-
-#[utoipa::path(get, path = "/metrics", tag = "node", summary = "Prometheus metrics", responses((status = 200, description = "Success", body = Object)))]
-pub(crate) async fn metrics(State(state): State<AppState>) -> Response {
-    (
-        [(
-            header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
-        )],
-        crate::routes::metrics_text(&state),
-    )
-        .into_response()
-}
-
-fn now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
 }
 
 /// The session credential: an `Authorization` bearer token (the scheme is
@@ -311,39 +212,6 @@ pub(crate) fn client_ip(req: &Request) -> Option<std::net::IpAddr> {
     req.extensions()
         .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
         .map(|c| c.0.ip())
-}
-
-/// Whether the request reached us over HTTPS (through a TLS-terminating proxy).
-fn came_over_tls(headers: &HeaderMap) -> bool {
-    let forwarded_proto = headers
-        .get("x-forwarded-proto")
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| {
-            v.split(',')
-                .next()
-                .is_some_and(|p| p.trim().eq_ignore_ascii_case("https"))
-        });
-    let forwarded = headers
-        .get(header::FORWARDED)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| {
-            v.split([';', ','])
-                .filter_map(|kv| kv.split_once('='))
-                .any(|(k, v)| {
-                    k.trim().eq_ignore_ascii_case("proto")
-                        && v.trim().trim_matches('"').eq_ignore_ascii_case("https")
-                })
-        });
-    forwarded_proto || forwarded
-}
-
-/// `Set-Cookie` attributes for the session cookie.
-fn cookie_attrs(state: &AppState, headers: &HeaderMap) -> &'static str {
-    if state.login.cookie_secure || came_over_tls(headers) {
-        "; Path=/; HttpOnly; SameSite=Strict; Secure"
-    } else {
-        "; Path=/; HttpOnly; SameSite=Strict"
-    }
 }
 
 async fn identify(state: &AppState, token: &str) -> Option<Identity> {
@@ -384,11 +252,8 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
         None => None,
     };
     let Some(identity) = identity else {
-        return ApiError(
-            StatusCode::UNAUTHORIZED,
-            "Unauthorized: missing or invalid token".into(),
-        )
-        .into_response();
+        return ApiError::Unauthorized("Unauthorized: missing or invalid token".into())
+            .into_response();
     };
     if !auth::has_scope(&identity.scopes, needed) {
         let msg = if needed == Scope::Service {
@@ -396,48 +261,15 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
         } else {
             format!("{} scope required", needed.as_str())
         };
-        return ApiError(StatusCode::FORBIDDEN, msg).into_response();
+        return ApiError::Forbidden(msg).into_response();
     }
     req.extensions_mut().insert(identity);
     next.run(req).await
 }
 
-#[utoipa::path(get, path = "/health", tag = "node", summary = "Liveness, version, workstream counts", responses((status = 200, description = "Success", body = Object)))]
-pub(crate) async fn health(State(state): State<AppState>) -> Json<Value> {
-    Json(crate::routes::health_fields(&state))
-}
-
-#[utoipa::path(get, path = "/v1/api/auth/status", tag = "auth", summary = "Whether setup is needed", responses((status = 200, description = "Success", body = Object), (status = 400, description = "Bad request", body = crate::routes::ErrorBody), (status = 401, description = "Unauthorized", body = crate::routes::ErrorBody), (status = 403, description = "Scope or permission missing", body = crate::routes::ErrorBody), (status = 404, description = "Not found", body = crate::routes::ErrorBody)))]
-pub(crate) async fn auth_status(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
-    let users = state.db.count_users().await?;
-    Ok(Json(json!({
-        "auth_enabled": true,
-        "has_users": users > 0,
-        "setup_required": users == 0,
-        "oidc_enabled": false,
-        "oidc_provider_name": null,
-        "password_enabled": true,
-    })))
-}
-
-/// Body of `POST /api/auth/setup`.
-#[derive(Deserialize, utoipa::ToSchema)]
-pub(crate) struct SetupBody {
-    username: String,
-    display_name: String,
-    password: String,
-}
-
-/// Body of `POST /api/auth/login`.
-#[derive(Deserialize, utoipa::ToSchema)]
-pub(crate) struct LoginBody {
-    username: Option<String>,
-    password: Option<String>,
-    token: Option<String>,
-}
-
+/// 400 with `msg`.
 pub(crate) fn bad_request(msg: impl Into<String>) -> ApiError {
-    ApiError(StatusCode::BAD_REQUEST, msg.into())
+    ApiError::BadRequest(msg.into())
 }
 
 /// Whether reading a body failed on its length limit (413, not 400).
@@ -470,239 +302,39 @@ pub(crate) async fn drain(body: axum::body::Body, cap: usize) {
 /// 400 (it stalled past the body timeout or the connection broke).
 pub(crate) fn body_error(e: axum::Error) -> ApiError {
     if is_length_limit(&e) {
-        ApiError(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "request body too large".into(),
-        )
+        ApiError::TooLarge("request body too large".into())
     } else {
         bad_request("the request body could not be read (it stalled or was cut off)")
     }
 }
 
+/// Whether `s` is empty or only whitespace, by Python's `str.isspace` (the
+/// original's `strip()`; the schema's patterns spell the same set out): Unicode
+/// whitespace plus the information separators U+001C..U+001F.
+pub(crate) fn is_blank(s: &str) -> bool {
+    s.chars().all(is_py_space)
+}
+
+/// `s` without leading and trailing whitespace as [`is_blank`] means it.
+pub(crate) fn py_trim(s: &str) -> &str {
+    s.trim_matches(is_py_space)
+}
+
+fn is_py_space(c: char) -> bool {
+    c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)
+}
+
+/// Parses an optional JSON body: none, blank or `null` is `T::default()`.
+pub(crate) fn parse_optional<T: serde::de::DeserializeOwned + Default>(
+    body: &[u8],
+) -> Result<T, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(T::default());
+    }
+    Ok(parse::<Option<T>>(body)?.unwrap_or_default())
+}
+
 /// Parses a JSON body, answering 400 (never 422/500) for a bad one.
 pub(crate) fn parse<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
     serde_json::from_slice(body).map_err(|e| bad_request(format!("invalid JSON body: {e}")))
-}
-
-/// The avatar object of the wire contract (initial only; no pictures yet).
-fn avatar(display_name: &str) -> Value {
-    let initial: String = display_name
-        .chars()
-        .next()
-        .unwrap_or('?')
-        .to_uppercase()
-        .collect();
-    json!({"color": null, "initial": initial, "picture": null})
-}
-
-fn session_response(
-    state: &AppState,
-    headers: &HeaderMap,
-    user: &turnstone_storage::types::User,
-    scopes: Vec<Scope>,
-    src: &str,
-) -> Result<Response, ApiError> {
-    let permissions: Vec<String> = auth::role_permissions(&user.role)
-        .unwrap_or_default()
-        .into_iter()
-        .map(String::from)
-        .collect();
-    let scopes_csv = scopes
-        .iter()
-        .map(|s| s.as_str())
-        .collect::<Vec<_>>()
-        .join(",");
-    let iat = now();
-    let jwt = state
-        .keys
-        .mint(Claims {
-            sub: user.user_id.clone(),
-            username: user.username.clone(),
-            scopes: scopes_csv.clone(),
-            permissions: permissions.clone(),
-            src: src.into(),
-            iss: String::new(),
-            aud: String::new(),
-            iat,
-            exp: iat + SESSION_SECS,
-        })
-        .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
-    let body = json!({
-        "status": "ok",
-        "user_id": user.user_id,
-        "username": user.username,
-        "display_name": user.display_name,
-        "avatar": avatar(&user.display_name),
-        "role": user.role,
-        "scopes": scopes_csv,
-        "permissions": permissions.join(","),
-        "jwt": jwt,
-        "can_refresh": src != "token",
-    });
-    let cookie = format!(
-        "{COOKIE}={jwt}{}; Max-Age={SESSION_SECS}",
-        cookie_attrs(state, headers)
-    );
-    let mut resp = Json(body).into_response();
-    if let Ok(v) = HeaderValue::from_str(&cookie) {
-        resp.headers_mut().insert(header::SET_COOKIE, v);
-    }
-    Ok(resp)
-}
-
-#[utoipa::path(post, path = "/v1/api/auth/setup", tag = "auth", summary = "Create the first administrator (once)", request_body = SetupBody, responses((status = 200, description = "Success", body = Object), (status = 400, description = "Bad request", body = crate::routes::ErrorBody), (status = 401, description = "Unauthorized", body = crate::routes::ErrorBody), (status = 403, description = "Scope or permission missing", body = crate::routes::ErrorBody), (status = 404, description = "Not found", body = crate::routes::ErrorBody)))]
-pub(crate) async fn setup(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-    body: axum::body::Bytes,
-) -> Result<Response, LoginError> {
-    let b: SetupBody = parse(&body)?;
-    passwords::validate_username(&b.username).map_err(bad_request)?;
-    if b.password.chars().count() < passwords::MIN_PASSWORD_CHARS {
-        return Err(bad_request(format!(
-            "password must have at least {} characters",
-            passwords::MIN_PASSWORD_CHARS
-        ))
-        .into());
-    }
-    if state.db.count_users().await? > 0 {
-        return Err(ApiError(StatusCode::CONFLICT, "Setup already completed".into()).into());
-    }
-    let hash = state
-        .login
-        .passwords
-        .hash(b.password.clone())
-        .await
-        .map_err(busy)?
-        .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, e))?;
-    let display = if b.display_name.trim().is_empty() {
-        b.username.clone()
-    } else {
-        b.display_name.clone()
-    };
-    let user = match state
-        .db
-        .create_user(&b.username, &display, &hash, "admin")
-        .await
-    {
-        Ok(u) => u,
-        // Two setups racing: the loser sees the same answer as a late one.
-        Err(turnstone_storage::StorageError::DuplicateUsername(_)) => {
-            return Err(ApiError(StatusCode::CONFLICT, "Setup already completed".into()).into());
-        }
-        Err(e) => return Err(e.into()),
-    };
-    Ok(session_response(
-        &state,
-        &headers,
-        &user,
-        auth::role_scopes(&user.role),
-        "setup",
-    )?)
-}
-
-#[utoipa::path(post, path = "/v1/api/auth/login", tag = "auth", summary = "Password or API-token login; returns a JWT and sets the cookie. Failed logins are throttled per client address and per username.", request_body = LoginBody, responses((status = 200, description = "Success", body = Object), (status = 400, description = "Bad request", body = crate::routes::ErrorBody), (status = 401, description = "Invalid credentials", body = crate::routes::ErrorBody), (status = 413, description = "Body too large", body = crate::routes::ErrorBody), (status = 429, description = "Too many failed logins (Retry-After)", body = crate::routes::ErrorBody), (status = 503, description = "Password checks saturated (Retry-After)", body = crate::routes::ErrorBody)))]
-pub(crate) async fn login(
-    State(state): State<AppState>,
-    req: Request,
-) -> Result<Response, LoginError> {
-    let ip = client_ip(&req);
-    let headers = req.headers().clone();
-    let body = axum::body::to_bytes(req.into_body(), 64 * 1024)
-        .await
-        .map_err(body_error)?;
-    let b: LoginBody = parse(&body)?;
-    let invalid = || ApiError(StatusCode::UNAUTHORIZED, "Invalid credentials".into());
-    let throttle = &state.login.throttle;
-    if let Some(token) = b.token.filter(|t| !t.is_empty()) {
-        throttle.attempt(ip, None).map_err(throttled)?;
-        let Some((tok, user)) = state.db.verify_api_token(&token).await? else {
-            return Err(invalid().into());
-        };
-        throttle.succeeded(ip, None);
-        let scopes = tok.scopes.iter().filter_map(|s| Scope::parse(s)).collect();
-        return Ok(session_response(&state, &headers, &user, scopes, "token")?);
-    }
-    let (Some(username), Some(password)) = (b.username, b.password) else {
-        return Err(bad_request("username and password, or token, are required").into());
-    };
-    // Refused before any hashing: guessing costs the server nothing.
-    if let Err(wait) = throttle.attempt(ip, Some(&username)) {
-        if let Some(n) = &state.node {
-            n.metrics.login_throttled();
-        }
-        return Err(throttled(wait));
-    }
-    let user = state.db.get_user_by_name(&username).await?;
-    // An unknown user is verified against a dummy hash, so timing does not
-    // reveal which usernames exist.
-    let ok = state
-        .login
-        .passwords
-        .verify(password, user.as_ref().map(|u| u.password_hash.clone()))
-        .await
-        .map_err(busy)?;
-    match user {
-        Some(u) if ok => {
-            throttle.succeeded(ip, Some(&username));
-            Ok(session_response(
-                &state,
-                &headers,
-                &u,
-                auth::role_scopes(&u.role),
-                "password",
-            )?)
-        }
-        _ => Err(invalid().into()),
-    }
-}
-
-/// 429 for a throttled login, with `Retry-After`.
-fn throttled(wait: std::time::Duration) -> LoginError {
-    let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
-    LoginError::Retry(RetryLater {
-        status: StatusCode::TOO_MANY_REQUESTS,
-        message: format!("Too many failed logins; try again in {secs} s"),
-        secs,
-    })
-}
-
-/// 503 while the password pool is saturated.
-fn busy(e: passwords::PoolBusy) -> LoginError {
-    LoginError::Retry(RetryLater {
-        status: StatusCode::SERVICE_UNAVAILABLE,
-        message: e.to_string(),
-        secs: 1,
-    })
-}
-
-#[utoipa::path(post, path = "/v1/api/auth/logout", tag = "auth", summary = "Clear the session cookie", responses((status = 200, description = "Success", body = Object), (status = 400, description = "Bad request", body = crate::routes::ErrorBody), (status = 401, description = "Unauthorized", body = crate::routes::ErrorBody), (status = 403, description = "Scope or permission missing", body = crate::routes::ErrorBody), (status = 404, description = "Not found", body = crate::routes::ErrorBody)))]
-pub(crate) async fn logout(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    let mut resp = Json(json!({"status": "ok"})).into_response();
-    let clear = format!("{COOKIE}={}; Max-Age=0", cookie_attrs(&state, &headers));
-    if let Ok(v) = HeaderValue::from_str(&clear) {
-        resp.headers_mut().insert(header::SET_COOKIE, v);
-    }
-    resp
-}
-
-#[utoipa::path(get, path = "/v1/api/auth/whoami", tag = "auth", summary = "The caller", responses((status = 200, description = "Success", body = Object), (status = 400, description = "Bad request", body = crate::routes::ErrorBody), (status = 401, description = "Unauthorized", body = crate::routes::ErrorBody), (status = 403, description = "Scope or permission missing", body = crate::routes::ErrorBody), (status = 404, description = "Not found", body = crate::routes::ErrorBody)))]
-pub(crate) async fn whoami(
-    State(state): State<AppState>,
-    axum::Extension(id): axum::Extension<Identity>,
-) -> Result<Json<Value>, ApiError> {
-    let user = state
-        .db
-        .get_user(&id.user_id)
-        .await?
-        .ok_or_else(|| ApiError(StatusCode::UNAUTHORIZED, "user no longer exists".into()))?;
-    Ok(Json(json!({
-        "user_id": user.user_id,
-        "username": user.username,
-        "display_name": user.display_name,
-        "avatar": avatar(&user.display_name),
-        "scopes": id.scopes.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(","),
-        "permissions": id.permissions.join(","),
-        "can_refresh": false,
-    })))
 }

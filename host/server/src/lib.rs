@@ -12,6 +12,7 @@
 //! - [`web`]: the browser UI, embedded in the binary.
 
 pub mod auth;
+pub mod error;
 pub mod events;
 pub mod global;
 pub mod http;

@@ -54,6 +54,8 @@ pub struct Deps {
     pub tool_truncation: Option<usize>,
     /// This node.
     pub node_id: String,
+    /// `--event-log`: every session event, as JSON lines.
+    pub event_log: Option<turnstone_engine::event_log::EventLog>,
 }
 
 /// Why a workstream could not be created or loaded.
@@ -335,6 +337,10 @@ impl Manager {
             self.metrics.clone(),
         ));
         let (sink, events) = EventSink::channel();
+        let sink = match &self.deps.event_log {
+            Some(log) => log.tap(sink, Some(ws_id.to_string())),
+            None => sink,
+        };
         let (binding, fallbacks) = self
             .deps
             .models

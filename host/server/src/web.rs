@@ -2,7 +2,7 @@
 //! (no CDN, nothing fetched at run time).
 
 use axum::extract::Path;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
@@ -23,7 +23,7 @@ pub fn routes<S: Clone + Send + Sync + 'static>() -> axum::Router<S> {
 /// One embedded file with its content type and security headers.
 pub fn asset(path: &str) -> Response {
     let Some(file) = Assets::get(path) else {
-        return crate::http::ApiError(StatusCode::NOT_FOUND, "Not found".into()).into_response();
+        return crate::http::ApiError::NotFound("Not found".into()).into_response();
     };
     let mime = mime_for(path);
     let mut resp = file.data.into_owned().into_response();

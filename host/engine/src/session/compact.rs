@@ -94,9 +94,7 @@ impl ChatSession {
             Err(StreamFailure::Error(e)) => return Err(e),
         };
         if summary.trim().is_empty() {
-            return Err(SessionError::Provider(
-                "the model returned an empty summary; the conversation was not compacted".into(),
-            ));
+            return Err(SessionError::EmptySummary);
         }
         let mut synthetic = vec![
             Turn::text(Role::User, COMPACTION_LABEL),

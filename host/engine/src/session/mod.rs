@@ -171,9 +171,16 @@ impl SessionConfig {
 /// Why a turn failed.
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {
-    /// The provider answered with an error.
-    #[error("model request failed: {0}")]
-    Provider(String),
+    /// The provider answered with an error (the last one, after retries and
+    /// fallbacks).
+    #[error("model request failed: {}", .0.message())]
+    Provider(turnstone_runtime::provider_error::ProviderError),
+    /// The model answered a compaction request with nothing.
+    #[error("the model returned an empty summary; the conversation was not compacted")]
+    EmptySummary,
+    /// No model could be asked (every binding was skipped).
+    #[error("no model is available")]
+    NoModel,
     /// The provider component itself failed.
     #[error(transparent)]
     Plugin(#[from] turnstone_runtime::CallError),

@@ -25,16 +25,12 @@ enum Recovery {
 }
 
 fn recovery(e: &wit::ProviderError) -> Recovery {
-    use std::time::Duration;
-    match e {
-        wit::ProviderError::RateLimit(r) => {
-            Recovery::Retry(r.retry_after_ms.map(Duration::from_millis))
-        }
-        wit::ProviderError::Network(_) => Recovery::Retry(None),
-        wit::ProviderError::Server(s) if s.status >= 500 => Recovery::Retry(None),
-        wit::ProviderError::Auth(_) | wit::ProviderError::BadRequest(_) => Recovery::Fatal,
-        wit::ProviderError::ContextLength(_) | wit::ProviderError::Cancelled => Recovery::Fatal,
-        wit::ProviderError::Server(_) => Recovery::Unreachable,
+    if e.is_retryable() {
+        Recovery::Retry(e.retry_after())
+    } else if e.is_unreachable() {
+        Recovery::Unreachable
+    } else {
+        Recovery::Fatal
     }
 }
 
@@ -170,17 +166,17 @@ impl ChatSession {
                         return Err(StreamFailure::Cancelled(partial));
                     }
                     Err(AttemptError::Provider(e)) => {
-                        let message = format!("{e:?}");
+                        let message = e.message();
                         match recovery(&e) {
                             Recovery::Fatal => {
-                                return Err(StreamFailure::Error(SessionError::Provider(message)));
+                                return Err(StreamFailure::Error(SessionError::Provider(e)));
                             }
                             Recovery::Unreachable => {
-                                last_err = Some(message);
+                                last_err = Some(e);
                                 break;
                             }
                             Recovery::Retry(min_wait) => {
-                                last_err = Some(message.clone());
+                                last_err = Some(e);
                                 if attempt + 1 == MAX_ATTEMPTS {
                                     break;
                                 }
@@ -203,9 +199,10 @@ impl ChatSession {
                 }
             }
         }
-        Err(StreamFailure::Error(SessionError::Provider(
-            last_err.unwrap_or_else(|| "no model available".into()),
-        )))
+        Err(StreamFailure::Error(match last_err {
+            Some(e) => SessionError::Provider(e),
+            None => SessionError::NoModel,
+        }))
     }
 
     /// One attempt; a stream that dies after it started is re-issued up to

@@ -1,14 +1,18 @@
 //! Read-only views: health, metrics, models, dashboard, saved workstreams,
 //! history and export.
 
+use super::info_types::*;
+use super::{BadInput, Guarded, Missing};
 use super::{loaded, node, owner, visible_row};
 use crate::http::{ApiError, AppState, Identity};
 use axum::extract::{Path, Query, State};
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::collections::BTreeMap;
 use turnstone_engine::SessionState;
+use turnstone_protocol::{BackendHealth, DefaultModel, Health};
 use turnstone_storage::prelude::*;
 use turnstone_storage::types::{LoadMode, StoredTurn};
 
@@ -34,28 +38,59 @@ fn counts(state: &AppState) -> BTreeMap<&'static str, usize> {
 }
 
 /// The `/health` body.
-pub fn health_fields(state: &AppState) -> Value {
+pub fn health_fields(state: &AppState) -> Health {
     let up = state.node.as_ref().is_none_or(|n| n.metrics.backend_up());
-    let mut v = json!({
-        "status": if up { "ok" } else { "degraded" },
-        "version": env!("CARGO_PKG_VERSION"),
-        "node_id": state.node_id,
-        "uptime_seconds": state.started.elapsed().as_secs_f64(),
-        "backend": {"status": if up { "up" } else { "down" }},
-        "mcp": null,
-    });
+    let mut h = Health {
+        status: if up { "ok" } else { "degraded" }.into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        node_id: state.node_id.clone(),
+        uptime_seconds: state.started.elapsed().as_secs_f64(),
+        backend: BackendHealth {
+            status: if up { "up" } else { "down" }.into(),
+        },
+        mcp: None,
+        model: None,
+        max_ws: None,
+        workstreams: None,
+        default_model: None,
+    };
     if let Some(n) = &state.node {
         let reg = n.mgr.deps.models.snapshot();
-        let model = reg
-            .alias(&reg.default)
-            .map(|a| a.config.model.clone())
-            .unwrap_or_default();
-        v["model"] = model.into();
-        v["max_ws"] = n.mgr.limits.max_workstreams.into();
-        v["workstreams"] = json!(counts(state));
-        v["default_model"] = json!({"alias": reg.default, "loaded": true});
+        h.model = Some(
+            reg.alias(&reg.default)
+                .map(|a| a.config.model.clone())
+                .unwrap_or_default(),
+        );
+        h.max_ws = Some(n.mgr.limits.max_workstreams);
+        h.workstreams = Some(
+            counts(state)
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
+        );
+        h.default_model = Some(DefaultModel {
+            alias: reg.default.clone(),
+            loaded: true,
+        });
     }
-    v
+    h
+}
+
+#[utoipa::path(get, path = "/health", tag = "node", summary = "Liveness, version, workstream counts", security(()), responses((status = 200, description = "The node's health", body = Health)))]
+pub(crate) async fn health(State(state): State<AppState>) -> Json<Health> {
+    Json(health_fields(&state))
+}
+
+#[utoipa::path(get, path = "/metrics", tag = "node", summary = "Prometheus metrics", security(()), responses((status = 200, description = "Prometheus text exposition format 0.0.4", body = String, content_type = "text/plain")))]
+pub(crate) async fn metrics(State(state): State<AppState>) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        metrics_text(&state),
+    )
+        .into_response()
 }
 
 /// The `/metrics` body.
@@ -101,100 +136,115 @@ pub fn metrics_text(state: &AppState) -> String {
     })
 }
 
-#[utoipa::path(get, path = "/v1/api/models", tag = "node", summary = "Configured model aliases", responses((status = 200, description = "Success", body = Object), (status = 400, description = "Bad request", body = crate::routes::ErrorBody), (status = 401, description = "Unauthorized", body = crate::routes::ErrorBody), (status = 403, description = "Scope or permission missing", body = crate::routes::ErrorBody), (status = 404, description = "Not found", body = crate::routes::ErrorBody)))]
-pub(crate) async fn models(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
+#[utoipa::path(get, path = "/v1/api/models", tag = "node", summary = "Configured model aliases", responses((status = 200, description = "The aliases", body = ModelsBody), Guarded))]
+pub(crate) async fn models(State(state): State<AppState>) -> Result<Json<ModelsBody>, ApiError> {
     let n = node(&state)?;
     let reg = n.mgr.deps.models.snapshot();
-    let models: Vec<Value> = reg
+    let models = reg
         .aliases()
-        .map(|a| {
-            json!({
-                "alias": a.name,
-                "model": a.config.model,
-                "provider": a.provider,
-                "context_window": a.config.context_window,
-                "capabilities": a.config.capabilities,
-            })
+        .map(|a| ModelInfo {
+            alias: a.name.clone(),
+            model: a.config.model.clone(),
+            provider: a.provider.clone(),
+            context_window: a.config.context_window,
+            capabilities: a.config.capabilities.clone(),
         })
         .collect();
-    Ok(Json(json!({
-        "models": models,
-        "default_alias": reg.default,
-        "channel_default_alias": null,
-        "judge_default_alias": null,
-        "stt_default_alias": null,
-        "tts_default_alias": null,
-    })))
+    Ok(Json(ModelsBody {
+        models,
+        default_alias: reg.default.clone(),
+        channel_default_alias: None,
+        judge_default_alias: None,
+        stt_default_alias: None,
+        tts_default_alias: None,
+    }))
 }
 
-#[utoipa::path(get, path = "/v1/api/skills", tag = "node", summary = "Skills (none yet)", responses((status = 200, description = "Success", body = Object), (status = 400, description = "Bad request", body = crate::routes::ErrorBody), (status = 401, description = "Unauthorized", body = crate::routes::ErrorBody), (status = 403, description = "Scope or permission missing", body = crate::routes::ErrorBody), (status = 404, description = "Not found", body = crate::routes::ErrorBody)))]
-pub(crate) async fn skills() -> Json<Value> {
-    // Skills arrive with the agent tools milestone; the list is honestly empty.
-    Json(json!({"skills": []}))
+#[utoipa::path(get, path = "/v1/api/skills", tag = "node", summary = "Skills (none yet)", responses((status = 200, description = "The skills (an empty list until skills land)", body = SkillsBody), Guarded))]
+pub(crate) async fn skills() -> Json<SkillsBody> {
+    // Skills arrive with the memory milestone; the list is honestly empty.
+    Json(SkillsBody { skills: Vec::new() })
 }
 
-#[utoipa::path(get, path = "/v1/api/dashboard", tag = "node", summary = "Loaded workstreams with activity and aggregate counters", responses((status = 200, description = "Success", body = Object), (status = 400, description = "Bad request", body = crate::routes::ErrorBody), (status = 401, description = "Unauthorized", body = crate::routes::ErrorBody), (status = 403, description = "Scope or permission missing", body = crate::routes::ErrorBody), (status = 404, description = "Not found", body = crate::routes::ErrorBody)))]
+#[utoipa::path(get, path = "/v1/api/dashboard", tag = "node", summary = "Loaded workstreams with activity and aggregate counters", responses((status = 200, description = "The dashboard", body = DashboardBody), Guarded))]
 pub(crate) async fn dashboard(
     State(state): State<AppState>,
     Extension(id): Extension<Identity>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<DashboardBody>, ApiError> {
     let n = node(&state)?;
     let mine = owner(&id);
-    let list: Vec<Value> = n
+    let workstreams = n
         .mgr
         .all()
         .iter()
         .filter(|w| mine.is_none() || w.core.user_id.as_deref() == mine)
         .map(|w| {
             let s = w.core.status();
-            json!({
-                "ws_id": w.core.ws_id, "name": w.core.name(), "state": s.state.as_str(),
-                "title": w.core.name(), "tokens": s.total_tokens,
-                "context_ratio": if s.context_window == 0 { 0.0 } else {
-                    f64::from(s.prompt_tokens) / f64::from(s.context_window) },
-                "activity": s.activity, "activity_state": s.activity_state,
-                "tool_calls": s.tool_calls_this_turn, "model": w.core.model.1,
-                "model_alias": w.core.model.0, "user_id": w.core.user_id,
-                "kind": w.core.kind, "node": state.node_id,
-            })
+            DashboardEntry {
+                ws_id: w.core.ws_id.clone(),
+                name: w.core.name(),
+                state: s.state,
+                title: w.core.name(),
+                tokens: s.total_tokens,
+                context_ratio: if s.context_window == 0 {
+                    0.0
+                } else {
+                    f64::from(s.prompt_tokens) / f64::from(s.context_window)
+                },
+                activity: s.activity.clone(),
+                activity_state: s.activity_state.to_string(),
+                tool_calls: s.tool_calls_this_turn,
+                model: w.core.model.1.clone(),
+                model_alias: w.core.model.0.clone(),
+                user_id: w.core.user_id.clone(),
+                kind: w.core.kind.clone(),
+                node: state.node_id.clone(),
+            }
         })
         .collect();
-    let (tokens, tools) = n.metrics.totals();
-    let active = n
+    let (total_tokens, total_tool_calls) = n.metrics.totals();
+    let active_count = n
         .mgr
         .all()
         .iter()
         .filter(|w| w.core.status().state != SessionState::Idle)
         .count();
-    Ok(Json(json!({
-        "workstreams": list,
-        "aggregate": {
-            "total_tokens": tokens, "total_tool_calls": tools, "active_count": active,
-            "total_count": n.mgr.len(), "uptime_seconds": state.started.elapsed().as_secs_f64(),
-            "node": state.node_id,
+    Ok(Json(DashboardBody {
+        workstreams,
+        aggregate: DashboardAggregate {
+            total_tokens,
+            total_tool_calls,
+            active_count,
+            total_count: n.mgr.len(),
+            uptime_seconds: state.started.elapsed().as_secs_f64(),
+            node: state.node_id.clone(),
         },
-    })))
+    }))
 }
 
-#[derive(Deserialize, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-pub(crate) struct SavedQuery {
-    limit: Option<i64>,
-    offset: Option<i64>,
-    q: Option<String>,
-    sort: Option<String>,
-    order: Option<String>,
-}
-
-#[utoipa::path(get, path = "/v1/api/workstreams/saved", tag = "workstreams", summary = "Saved (not loaded) workstreams, paged", params(SavedQuery), responses((status = 200, description = "Success", body = Object), (status = 400, description = "Bad request", body = crate::routes::ErrorBody), (status = 401, description = "Unauthorized", body = crate::routes::ErrorBody), (status = 403, description = "Scope or permission missing", body = crate::routes::ErrorBody), (status = 404, description = "Not found", body = crate::routes::ErrorBody)))]
+#[utoipa::path(get, path = "/v1/api/workstreams/saved", tag = "workstreams", summary = "Saved (not loaded) workstreams, paged", params(SavedQuery), responses((status = 200, description = "One page", body = SavedBody), BadInput, Guarded))]
 pub(crate) async fn saved(
     State(state): State<AppState>,
     Extension(id): Extension<Identity>,
     Query(q): Query<SavedQuery>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<SavedBody>, ApiError> {
     let n = node(&state)?;
-    let limit = q.limit.unwrap_or(50).clamp(1, 500);
-    let offset = q.offset.unwrap_or(0).max(0);
+    if q.q
+        .as_ref()
+        .is_some_and(|s| s.chars().count() > MAX_SAVED_QUERY)
+    {
+        return Err(crate::http::bad_request(format!(
+            "q must be at most {MAX_SAVED_QUERY} characters"
+        )));
+    }
+    let limit = q.limit.unwrap_or(50);
+    let offset = q.offset.unwrap_or(0);
+    if !(0..=MAX_QUERY_INT).contains(&limit) || !(0..=MAX_QUERY_INT).contains(&offset) {
+        return Err(crate::http::bad_request(format!(
+            "limit and offset must be integers from 0 to {MAX_QUERY_INT}"
+        )));
+    }
+    let limit = limit.min(MAX_SAVED_PAGE);
     // Filtering and sorting happen after the query, so read a bounded window.
     let rows = state
         .db
@@ -221,144 +271,170 @@ pub(crate) async fn saved(
             })
         })
         .collect();
-    match q.sort.as_deref().unwrap_or("updated") {
-        "created" => rows.sort_by(|a, b| a.workstream.created.cmp(&b.workstream.created)),
-        "name" => rows.sort_by(|a, b| a.workstream.name.cmp(&b.workstream.name)),
-        "messages" | "message_count" => rows.sort_by_key(|r| r.message_count),
-        _ => rows.sort_by(|a, b| a.last_activity.cmp(&b.last_activity)),
-    }
-    if q.order.as_deref() != Some("asc") {
+    let sort = q.sort.unwrap_or_default();
+    rows.sort_by(|a, b| {
+        let (x, y) = (&a.workstream, &b.workstream);
+        let by = match sort {
+            SavedSort::Updated => a.last_activity.cmp(&b.last_activity),
+            SavedSort::Created => x.created.cmp(&y.created),
+            SavedSort::Name => x.name.cmp(&y.name),
+            SavedSort::MessageCount => a.message_count.cmp(&b.message_count),
+            SavedSort::Kind => x.kind.cmp(&y.kind),
+            SavedSort::Persona => x.persona.cmp(&y.persona),
+            SavedSort::Project => x.project_id.cmp(&y.project_id),
+            SavedSort::WsId
+            | SavedSort::Model
+            | SavedSort::ChildCount
+            | SavedSort::ContextRatio => std::cmp::Ordering::Equal,
+        };
+        by.then_with(|| x.ws_id.cmp(&y.ws_id))
+    });
+    if q.order.unwrap_or_default() == SortOrder::Desc {
         rows.reverse();
     }
     let total = rows.len();
-    let page: Vec<Value> = rows
+    let workstreams = rows
         .into_iter()
-        .skip(offset as usize)
-        .take(limit as usize)
+        .skip(usize::try_from(offset).unwrap_or(usize::MAX))
+        .take(usize::try_from(limit).unwrap_or(0))
         .map(|r| {
             let w = r.workstream;
-            json!({
-                "ws_id": w.ws_id, "alias": w.alias, "title": w.title, "name": w.name,
-                "created": w.created, "updated": r.last_activity,
-                "message_count": r.message_count, "state": w.state.as_str(), "kind": w.kind,
-                "node_id": w.node_id, "model_alias": null, "launch_skill": w.skill_id,
-                "child_count": 0, "context_tokens": null, "context_ratio": null,
-                "project_id": w.project_id, "persona": w.persona,
-            })
+            SavedEntry {
+                state: w.state.as_str().to_string(),
+                ws_id: w.ws_id,
+                alias: w.alias,
+                title: w.title,
+                name: w.name,
+                created: w.created,
+                updated: r.last_activity,
+                message_count: r.message_count,
+                kind: w.kind,
+                node_id: w.node_id,
+                model_alias: None,
+                launch_skill: w.skill_id,
+                child_count: 0,
+                context_tokens: None,
+                context_ratio: None,
+                project_id: w.project_id,
+                persona: w.persona,
+            }
         })
         .collect();
-    Ok(Json(
-        json!({"workstreams": page, "total": total, "limit": limit, "offset": offset}),
-    ))
+    Ok(Json(SavedBody {
+        workstreams,
+        total,
+        limit,
+        offset,
+    }))
 }
 
 /// A stored turn as a `/history` message.
-fn message(t: &StoredTurn, sender: Option<&str>) -> Value {
-    let mut m = json!({
-        "role": t.role.as_str(),
-        "content": t.content,
-        "event_id": t.id,
-    });
-    if t.role == Role::User {
-        m["sender"] = sender.into();
+fn message(t: &StoredTurn, sender: Option<&str>) -> HistoryMessage {
+    let t_ = &t.turn;
+    let tool_result = t_.tool_call_id.is_some();
+    HistoryMessage {
+        role: t_.role.as_str().to_string(),
+        content: t_.content.clone(),
+        event_id: t.id,
+        sender: (t_.role == Role::User).then(|| sender.map(String::from)),
+        tool_calls: t_
+            .tool_calls
+            .as_deref()
+            .and_then(|c| serde_json::from_str::<Value>(c).ok()),
+        tool_call_id: t_.tool_call_id.clone(),
+        name: tool_result.then(|| t_.tool_name.clone()),
+        is_error: tool_result.then_some(t_.is_error),
+        reasoning: t_
+            .meta
+            .as_deref()
+            .and_then(|m| serde_json::from_str::<Value>(m).ok())
+            .and_then(|v| v.get("reasoning").filter(|r| !r.is_null()).cloned()),
+        source: t_.source.clone(),
+        // Image parts are kept inline with the turn; list them by id only.
+        attachments: t_
+            .attachments
+            .as_deref()
+            .and_then(|a| serde_json::from_str::<Vec<Value>>(a).ok())
+            .map(|parts| {
+                parts
+                    .iter()
+                    .map(|p| HistoryAttachment {
+                        attachment_id: p["attachment_id"].clone(),
+                        kind: "image",
+                    })
+                    .collect()
+            }),
     }
-    if let Some(calls) = &t.tool_calls
-        && let Ok(v) = serde_json::from_str::<Value>(calls)
-    {
-        m["tool_calls"] = v;
-    }
-    if let Some(id) = &t.tool_call_id {
-        m["tool_call_id"] = id.clone().into();
-        m["name"] = t.tool_name.clone().into();
-        m["is_error"] = t.is_error.into();
-    }
-    if let Some(meta) = &t.meta
-        && let Ok(v) = serde_json::from_str::<Value>(meta)
-        && let Some(r) = v.get("reasoning").filter(|r| !r.is_null())
-    {
-        m["reasoning"] = r.clone();
-    }
-    if let Some(s) = &t.source {
-        m["source"] = s.clone().into();
-    }
-    // Image parts are kept inline with the turn; list them by id only.
-    if let Some(a) = &t.attachments
-        && let Ok(parts) = serde_json::from_str::<Vec<Value>>(a)
-    {
-        m["attachments"] = parts
-            .iter()
-            .map(|p| json!({"attachment_id": p["attachment_id"], "kind": "image"}))
-            .collect::<Vec<_>>()
-            .into();
-    }
-    m
 }
 
-#[derive(Deserialize, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-pub(crate) struct HistoryQuery {
-    limit: Option<usize>,
-}
-
-#[utoipa::path(get, path = "/v1/api/workstreams/{ws_id}/history", tag = "workstreams", summary = "Conversation history with a one-shot SSE hand-off token", params(("ws_id" = String, Path, description = "Workstream id (32 hex)"), HistoryQuery), responses((status = 200, description = "Success", body = Object), (status = 400, description = "Bad request", body = crate::routes::ErrorBody), (status = 401, description = "Unauthorized", body = crate::routes::ErrorBody), (status = 403, description = "Scope or permission missing", body = crate::routes::ErrorBody), (status = 404, description = "Not found", body = crate::routes::ErrorBody)))]
+#[utoipa::path(get, path = "/v1/api/workstreams/{ws_id}/history", tag = "workstreams", summary = "Conversation history with a one-shot SSE hand-off token", params(("ws_id" = String, Path, description = "Workstream id (32 hex)"), HistoryQuery), responses((status = 200, description = "The newest messages", body = HistoryBody), BadInput, Guarded, Missing))]
 pub(crate) async fn history(
     State(state): State<AppState>,
     Extension(id): Extension<Identity>,
     Path(ws_id): Path<String>,
     Query(q): Query<HistoryQuery>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<HistoryBody>, ApiError> {
     let row = visible_row(&state, &id, &ws_id).await?;
     // The hand-off cursor is taken before reading, so nothing saved meanwhile
     // is missed by the stream that resumes from it.
     let live = loaded(&state, &id, &ws_id).ok();
-    let token = live.as_ref().map(|w| w.core.handoff());
+    let handoff_token = live.as_ref().map(|w| w.core.handoff());
     let cursor = live
         .as_ref()
         .map(|w| w.core.hub.next_id().saturating_sub(1));
     let turns = state.db.load_turns(&ws_id, LoadMode::Transcript).await?;
-    let limit = q.limit.unwrap_or(100).clamp(1, 10_000);
+    let limit = q.limit.unwrap_or(100);
+    if !(1..=MAX_HISTORY).contains(&limit) {
+        return Err(crate::http::bad_request(format!(
+            "limit must be an integer from 1 to {MAX_HISTORY}"
+        )));
+    }
     let skip = turns.len().saturating_sub(limit);
-    let messages: Vec<Value> = turns[skip..]
+    let messages = turns[skip..]
         .iter()
         .map(|t| message(t, row.user_id.as_deref()))
         .collect();
-    Ok(Json(json!({
-        "ws_id": ws_id,
-        "messages": messages,
-        "cursor": cursor,
-        "handoff_token": token,
-    })))
+    Ok(Json(HistoryBody {
+        ws_id,
+        messages,
+        cursor,
+        handoff_token,
+    }))
 }
 
-#[utoipa::path(get, path = "/v1/api/workstreams/{ws_id}/export", tag = "workstreams", summary = "The conversation as OpenAI-style messages", params(("ws_id" = String, Path, description = "Workstream id (32 hex)")), responses((status = 200, description = "Success", body = Object), (status = 400, description = "Bad request", body = crate::routes::ErrorBody), (status = 401, description = "Unauthorized", body = crate::routes::ErrorBody), (status = 403, description = "Scope or permission missing", body = crate::routes::ErrorBody), (status = 404, description = "Not found", body = crate::routes::ErrorBody)))]
+#[utoipa::path(get, path = "/v1/api/workstreams/{ws_id}/export", tag = "workstreams", summary = "The conversation as OpenAI-style messages", params(("ws_id" = String, Path, description = "Workstream id (32 hex)")), responses((status = 200, description = "The conversation", body = ExportBody), Guarded, Missing))]
 pub(crate) async fn export(
     State(state): State<AppState>,
     Extension(id): Extension<Identity>,
     Path(ws_id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<ExportBody>, ApiError> {
     visible_row(&state, &id, &ws_id).await?;
     let turns = state.db.load_turns(&ws_id, LoadMode::Transcript).await?;
-    let messages: Vec<Value> = turns
+    let messages = turns
         .iter()
-        .map(|t| {
-            let mut m = json!({"role": t.role.as_str(), "content": t.content});
-            if let Some(calls) = &t.tool_calls
-                && let Ok(v) = serde_json::from_str::<Vec<Value>>(calls)
-            {
-                m["tool_calls"] = v
-                    .iter()
-                    .map(|c| {
-                        json!({"id": c["id"], "type": "function",
-                               "function": {"name": c["name"], "arguments": c["arguments"]}})
-                    })
-                    .collect::<Vec<_>>()
-                    .into();
-            }
-            if let Some(id) = &t.tool_call_id {
-                m["tool_call_id"] = id.clone().into();
-            }
-            m
+        .map(|t| ExportMessage {
+            role: t.turn.role.as_str().to_string(),
+            content: t.turn.content.clone(),
+            tool_calls: t
+                .turn
+                .tool_calls
+                .as_deref()
+                .and_then(|c| serde_json::from_str::<Vec<Value>>(c).ok())
+                .map(|calls| {
+                    calls
+                        .iter()
+                        .map(|c| ExportToolCall {
+                            id: c["id"].clone(),
+                            kind: "function",
+                            function: ExportFunction {
+                                name: c["name"].clone(),
+                                arguments: c["arguments"].clone(),
+                            },
+                        })
+                        .collect()
+                }),
+            tool_call_id: t.turn.tool_call_id.clone(),
         })
         .collect();
-    Ok(Json(json!({"ws_id": ws_id, "messages": messages})))
+    Ok(Json(ExportBody { ws_id, messages }))
 }

@@ -2,20 +2,23 @@
 //! memories, and the shared helpers their handlers use.
 
 mod attachments;
+mod auth;
 mod info;
+mod info_types;
 mod memories;
 mod openapi;
 mod plugins;
+mod plugins_types;
 mod sse;
 mod ws;
+mod ws_types;
 
 use crate::auth::Scope;
 use crate::http::{ApiError, AppState, Identity};
-use crate::manager::{Manager, ManagerError};
+use crate::manager::Manager;
 use crate::metrics::Metrics;
 use crate::workstream::Workstream;
 use axum::extract::DefaultBodyLimit;
-use axum::http::StatusCode;
 use axum::routing::{delete, get, post};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -24,10 +27,75 @@ pub use info::{health_fields, metrics_text};
 pub use openapi::{ApiDoc, docs_page, openapi_json};
 
 /// The error body every failing route answers with.
-#[derive(serde::Serialize, utoipa::ToSchema)]
+#[derive(serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
 pub struct ErrorBody {
     /// What went wrong.
     pub error: String,
+}
+
+/// The error body of an answer to retry later (429, 503).
+#[derive(serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+pub struct RetryBody {
+    /// What went wrong.
+    pub error: String,
+    /// Seconds to wait (also in `Retry-After`).
+    pub retry_after: u64,
+}
+
+/// `{"status": "ok"}`, the answer of simple actions.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub struct StatusOk {
+    /// Always `ok`.
+    pub status: &'static str,
+}
+
+impl StatusOk {
+    /// The answer.
+    pub fn ok() -> axum::Json<Self> {
+        axum::Json(Self { status: "ok" })
+    }
+}
+
+/// What every route behind authentication may answer besides its own.
+#[derive(utoipa::IntoResponses)]
+#[allow(dead_code)] // documentation only: the variants name the answers
+pub enum Guarded {
+    /// Credentials missing or invalid.
+    #[response(status = 401, description = "Missing or invalid credentials")]
+    Unauthorized(ErrorBody),
+    /// The scope or a permission is missing.
+    #[response(status = 403, description = "Scope or permission missing")]
+    Forbidden(ErrorBody),
+    /// Per-address rate limit (`[ratelimit] enabled`).
+    #[response(status = 429, description = "Rate limit exceeded (Retry-After)")]
+    RateLimited(RetryBody),
+}
+
+/// A malformed path, query or body.
+#[derive(utoipa::IntoResponses)]
+#[allow(dead_code)] // documentation only
+pub enum BadInput {
+    /// What is wrong with the request.
+    #[response(status = 400, description = "Malformed path, query or body")]
+    BadRequest(ErrorBody),
+}
+
+/// The workstream (or item) named in the path is not there for the caller.
+#[derive(utoipa::IntoResponses)]
+#[allow(dead_code)] // documentation only
+pub enum Missing {
+    /// Unknown, not loaded, or another user's.
+    #[response(status = 404, description = "Not found (or not the caller's)")]
+    NotFound(ErrorBody),
+}
+
+/// A body over the route's size limit.
+#[derive(utoipa::IntoResponses)]
+#[allow(dead_code)] // documentation only
+pub enum TooLarge {
+    /// Too large.
+    #[response(status = 413, description = "Body too large")]
+    PayloadTooLarge(ErrorBody),
 }
 
 /// The running node: its workstreams, metrics and shutdown signal.
@@ -40,6 +108,20 @@ pub struct Node {
     pub shutdown: CancellationToken,
     /// Plugin administration (hot reload, grants); `None` without one.
     pub plugins: Option<Arc<crate::plugins::PluginAdmin>>,
+}
+
+/// The auth routes (relative to `/v1`).
+pub fn auth_routes() -> axum::Router<AppState> {
+    auth::routes()
+}
+
+/// The routes outside `/v1`: health, metrics and the API description.
+pub fn node_routes() -> axum::Router<AppState> {
+    axum::Router::new()
+        .route("/health", get(info::health))
+        .route("/metrics", get(info::metrics))
+        .route("/openapi.json", get(openapi_json))
+        .route("/docs", get(docs_page))
 }
 
 /// API routes (relative to `/v1`).
@@ -78,7 +160,12 @@ pub fn api() -> axum::Router<AppState> {
         .route("/api/models", get(info::models))
         .route("/api/skills", get(info::skills))
         .route("/api/memories", get(memories::list).post(memories::save))
-        .route("/api/memories/search", post(memories::search))
+        .route(
+            "/api/memories/search",
+            post(memories::search)
+                .get(memories::get_named_search)
+                .delete(memories::remove_named_search),
+        )
         .route(
             "/api/memories/{name}",
             get(memories::get_one).delete(memories::remove),
@@ -129,12 +216,10 @@ pub fn api() -> axum::Router<AppState> {
 
 /// The node, or 503 when this server runs without an engine.
 pub(crate) fn node(state: &AppState) -> Result<&Arc<Node>, ApiError> {
-    state.node.as_ref().ok_or_else(|| {
-        ApiError(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "this server runs without a session engine".into(),
-        )
-    })
+    state
+        .node
+        .as_ref()
+        .ok_or_else(|| ApiError::Unavailable("this server runs without a session engine".into()))
 }
 
 /// The owner filter: `None` for service identities (they see everything).
@@ -179,7 +264,7 @@ pub(crate) async fn visible_row(
 
 /// 404 `Workstream not found`.
 pub(crate) fn not_found() -> ApiError {
-    ApiError(StatusCode::NOT_FOUND, "Workstream not found".into())
+    ApiError::workstream_not_found()
 }
 
 /// 403 unless the caller holds `perm` (or, for creation, `alt`).
@@ -187,30 +272,6 @@ pub(crate) fn need(id: &Identity, perm: &str) -> Result<(), ApiError> {
     if id.scopes.contains(&Scope::Service) || id.permissions.iter().any(|p| p == perm) {
         Ok(())
     } else {
-        Err(ApiError(
-            StatusCode::FORBIDDEN,
-            format!("permission {perm} required"),
-        ))
-    }
-}
-
-impl From<ManagerError> for ApiError {
-    fn from(e: ManagerError) -> Self {
-        let status = match &e {
-            ManagerError::ModelNotLoaded(_) | ManagerError::AtCapacity(_) => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
-            ManagerError::NotFound => StatusCode::NOT_FOUND,
-            ManagerError::Exists(_) => StatusCode::CONFLICT,
-            ManagerError::Invalid(_) => StatusCode::BAD_REQUEST,
-            ManagerError::Storage(turnstone_storage::StorageError::InvalidInput(_)) => {
-                StatusCode::BAD_REQUEST
-            }
-            ManagerError::Storage(_) | ManagerError::Session(_) => {
-                tracing::error!("workstream: {e}");
-                StatusCode::INTERNAL_SERVER_ERROR
-            }
-        };
-        ApiError(status, e.to_string())
+        Err(ApiError::Forbidden(format!("permission {perm} required")))
     }
 }

@@ -2,9 +2,12 @@
 //! and their request types, and `/docs`, a readable rendering of it served by
 //! the UI bundle (no CDN).
 
-use super::{attachments, info, memories, plugins, sse, ws};
+use super::{attachments, auth, info, memories, plugins, sse, ws};
+use crate::http::AppState;
 use axum::Json;
+use axum::extract::State;
 use axum::response::{IntoResponse, Response};
+use turnstone_protocol as protocol;
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
@@ -35,29 +38,62 @@ impl Modify for Security {
 #[openapi(
     info(title = "Turnstone server API", description = "The /v1 API of `turnstone serve` (wire-compatible with the original 1.9.0 server). Events are described in docs/server.md."),
     paths(
-        crate::http::health, crate::http::metrics, crate::http::auth_status, crate::http::setup,
-        crate::http::login, crate::http::logout, crate::http::whoami,
+        info::health, info::metrics, auth::auth_status, auth::setup,
+        auth::login, auth::logout, auth::whoami,
         ws::create, ws::list, ws::detail, ws::send, ws::unsend, ws::approve, ws::cancel, ws::close,
         ws::open, ws::delete_ws, ws::title, ws::rewind, ws::retry, ws::command,
         info::models, info::skills, info::dashboard, info::saved, info::history, info::export,
         memories::list, memories::save, memories::search, memories::get_one, memories::remove,
+        memories::get_named_search, memories::remove_named_search,
         sse::workstream_events, sse::global_events,
         attachments::upload, attachments::list, attachments::content, attachments::remove,
         plugins::list, plugins::detail, plugins::enable, plugins::disable, plugins::set_grants,
         plugins::revoke, plugins::set_config, plugins::reload_one, plugins::reload_all, plugins::install,
         plugins::uninstall, plugins::audit,
     ),
-    components(schemas(super::ErrorBody)),
+    components(schemas(
+        super::ErrorBody, super::RetryBody, crate::error::WireError,
+        protocol::Op, protocol::InputPart, protocol::Decision,
+        protocol::Event, protocol::WsEvent, protocol::GlobalEvent,
+        protocol::SessionState, protocol::ToolItem, protocol::Text, protocol::Message,
+        protocol::Reason, protocol::Connected, protocol::StateChange, protocol::UserTurn,
+        protocol::MessageQueued, protocol::Status, protocol::Items, protocol::ApproveRequest,
+        protocol::ApprovalResolved, protocol::ToolOutputChunk, protocol::ToolResult,
+        protocol::WsState, protocol::InProgressSnapshot, protocol::ReplayOk,
+        protocol::ReplayTruncated, protocol::Compaction,
+        protocol::GlobalWsState, protocol::WorkstreamSnapshot, protocol::Aggregate,
+        protocol::NodeSnapshot, protocol::WsCreated, protocol::WsActivity, protocol::WsRename,
+        protocol::ApproveDetail, protocol::GlobalApproveRequest, protocol::GlobalApprovalResolved,
+        protocol::GlobalWsClosed, protocol::BackendHealth, protocol::DefaultModel,
+        protocol::Health, protocol::HealthChanged,
+    )),
     modifiers(&Security),
     security(("bearer" = []), ("cookie" = [])),
 )]
 pub struct ApiDoc;
 
-/// `GET /openapi.json`.
-pub async fn openapi_json() -> Response {
+/// `GET /openapi.json`: the generated description, with this server's
+/// model aliases as the values `model` may take on `/new`.
+pub async fn openapi_json(State(state): State<AppState>) -> Response {
     let mut doc = ApiDoc::openapi();
     doc.info.version = env!("CARGO_PKG_VERSION").to_string();
-    Json(doc).into_response()
+    let Ok(mut v) = serde_json::to_value(&doc) else {
+        return Json(doc).into_response();
+    };
+    if let Some(n) = &state.node {
+        let reg = n.mgr.deps.models.snapshot();
+        let mut aliases: Vec<serde_json::Value> =
+            reg.aliases().map(|a| a.name.clone().into()).collect();
+        // The field is optional and nullable: null picks the default.
+        aliases.push(serde_json::Value::Null);
+        if let Some(model) = v
+            .pointer_mut("/components/schemas/CreateBody/properties/model")
+            .and_then(|m| m.as_object_mut())
+        {
+            model.insert("enum".into(), aliases.into());
+        }
+    }
+    Json(v).into_response()
 }
 
 /// `GET /docs`: the UI bundle's API reference page (it renders /openapi.json).

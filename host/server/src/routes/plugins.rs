@@ -1,16 +1,20 @@
 //! `/v1/api/admin/plugins`: list, enable, disable, grants, revoke, reload,
 //! install (upload, reviewed before anything is granted), uninstall, and the
 //! plugin audit trail. Approve scope (checked by the middleware) plus the
-//! `admin.plugins` permission.
+//! `admin.plugins` permission. The request and response types are in
+//! [`super::plugins_types`].
 
-use super::{need, node};
+use super::plugins_types::{
+    ConfigBody, GrantBody, InstallForm, NoPluginAdmin, PluginAudit, PluginAuditEntry, PluginList,
+    PluginView, ReloadReport, ReloadedAll, ReloadedPlugin, RevokeBody, Uninstalled,
+};
+use super::{BadInput, Guarded, Missing, TooLarge, need, node};
 use crate::http::{ApiError, AppState, Identity, bad_request, parse};
-use crate::plugins::{Actor, AdminError, PluginAdmin, plugin_view};
+use crate::plugins::{Actor, AdminError, PluginAdmin};
 use axum::extract::{ConnectInfo, Multipart, Path, Query, State};
 use axum::http::StatusCode;
 use axum::{Extension, Json};
 use serde::Deserialize;
-use serde_json::{Value, json};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use turnstone_runtime::Capabilities;
@@ -20,24 +24,32 @@ pub(crate) const MAX_COMPONENT_BYTES: usize = 64 << 20;
 
 impl From<AdminError> for ApiError {
     fn from(e: AdminError) -> Self {
-        let status = match &e {
-            AdminError::NotFound(_) => StatusCode::NOT_FOUND,
-            AdminError::Invalid(_) => StatusCode::BAD_REQUEST,
-            AdminError::Conflict(_) => StatusCode::CONFLICT,
-            AdminError::Stopped => StatusCode::SERVICE_UNAVAILABLE,
-            AdminError::Storage(_) | AdminError::Io(_) => StatusCode::INTERNAL_SERVER_ERROR,
-        };
-        ApiError(status, e.to_string())
+        match e {
+            AdminError::NotFound(_) => ApiError::NotFound(e.to_string()),
+            AdminError::Invalid(m) => ApiError::BadRequest(m),
+            AdminError::Conflict(m) => ApiError::Conflict(m),
+            AdminError::Stopped => ApiError::Unavailable(e.to_string()),
+            AdminError::Storage(s) => s.into(),
+            AdminError::Io(m) => ApiError::Internal(m),
+        }
+    }
+}
+
+/// For actions on an existing plugin whose request was already checked, the
+/// only `Invalid` left is about the plugin itself (its manifest does not
+/// parse, or it is a built-in that cannot be removed): a conflict with its
+/// state (409), not a bad request.
+fn state_conflict(e: AdminError) -> ApiError {
+    match e {
+        AdminError::Invalid(m) => ApiError::Conflict(m),
+        other => other.into(),
     }
 }
 
 fn admin(state: &AppState, id: &Identity) -> Result<Arc<PluginAdmin>, ApiError> {
     need(id, "admin.plugins")?;
     node(state)?.plugins.clone().ok_or_else(|| {
-        ApiError(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "plugin administration is not running on this node".into(),
-        )
+        ApiError::Unavailable("plugin administration is not running on this node".into())
     })
 }
 
@@ -53,61 +65,111 @@ fn actor(id: &Identity, addr: Option<SocketAddr>) -> Actor {
     }
 }
 
-async fn view_of(a: &PluginAdmin, name: &str) -> Result<Value, ApiError> {
+async fn view_of(a: &PluginAdmin, name: &str) -> Result<PluginView, ApiError> {
     let entry = a.entry(name)?;
     let row = a.db().get_plugin(name).await.map_err(AdminError::from)?;
-    Ok(plugin_view(&entry, row.as_ref(), a.shared()))
+    Ok(PluginView::new(&entry, row.as_ref(), a.shared()))
 }
 
-#[utoipa::path(get, path = "/v1/api/admin/plugins", tag = "admin", summary = "Plugins on this node", responses((status = 200, description = "Success", body = Object), (status = 401, description = "Unauthorized", body = crate::routes::ErrorBody), (status = 403, description = "Scope or permission missing", body = crate::routes::ErrorBody)))]
+#[utoipa::path(
+    get,
+    path = "/v1/api/admin/plugins",
+    tag = "admin",
+    summary = "Plugins on this node",
+    responses(
+        (status = 200, description = "Every plugin found, loaded or not", body = PluginList),
+        NoPluginAdmin,
+        Guarded,
+    )
+)]
 pub(crate) async fn list(
     State(state): State<AppState>,
     Extension(id): Extension<Identity>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<PluginList>, ApiError> {
     let a = admin(&state, &id)?;
     let rows = a.db().list_plugins().await.map_err(AdminError::from)?;
     let snap = a.reconciler().live().snapshot();
-    let plugins: Vec<Value> = snap
+    let plugins = snap
         .entries()
         .iter()
         .map(|e| {
             let row = rows.iter().find(|r| r.name == e.name());
-            plugin_view(e, row, a.shared())
+            PluginView::new(e, row, a.shared())
         })
         .collect();
-    Ok(Json(json!({
-        "plugins": plugins,
-        "generation": a.reconciler().live().generation(),
-    })))
+    Ok(Json(PluginList {
+        plugins,
+        generation: a.reconciler().live().generation(),
+    }))
 }
 
-#[utoipa::path(get, path = "/v1/api/admin/plugins/{name}", tag = "admin", summary = "One plugin", params(("name" = String, Path, description = "Plugin name")), responses((status = 200, description = "Success", body = Object), (status = 403, description = "Scope or permission missing", body = crate::routes::ErrorBody), (status = 404, description = "Not found", body = crate::routes::ErrorBody)))]
+#[utoipa::path(
+    get,
+    path = "/v1/api/admin/plugins/{name}",
+    tag = "admin",
+    summary = "One plugin",
+    params(("name" = String, Path, description = "Plugin name")),
+    responses(
+        (status = 200, description = "The plugin", body = PluginView),
+        Missing,
+        NoPluginAdmin,
+        Guarded,
+    )
+)]
 pub(crate) async fn detail(
     State(state): State<AppState>,
     Extension(id): Extension<Identity>,
     Path(name): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<PluginView>, ApiError> {
     let a = admin(&state, &id)?;
     Ok(Json(view_of(&a, &name).await?))
 }
 
-#[utoipa::path(post, path = "/v1/api/admin/plugins/{name}/enable", tag = "admin", summary = "Enable a plugin", params(("name" = String, Path, description = "Plugin name")), responses((status = 200, description = "The plugin after the change", body = Object), (status = 403, description = "Scope or permission missing", body = crate::routes::ErrorBody), (status = 404, description = "Not found", body = crate::routes::ErrorBody)))]
+#[utoipa::path(
+    post,
+    path = "/v1/api/admin/plugins/{name}/enable",
+    tag = "admin",
+    summary = "Enable a plugin",
+    params(("name" = String, Path, description = "Plugin name")),
+    responses(
+        (status = 200, description = "The plugin after the change", body = PluginView),
+        Missing,
+        (status = 409, description = "The plugin's manifest does not parse",
+            body = crate::routes::ErrorBody),
+        NoPluginAdmin,
+        Guarded,
+    )
+)]
 pub(crate) async fn enable(
     State(state): State<AppState>,
     Extension(id): Extension<Identity>,
     addr: Option<Extension<ConnectInfo<SocketAddr>>>,
     Path(name): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<PluginView>, ApiError> {
     toggle(&state, &id, addr, &name, true).await
 }
 
-#[utoipa::path(post, path = "/v1/api/admin/plugins/{name}/disable", tag = "admin", summary = "Disable a plugin", params(("name" = String, Path, description = "Plugin name")), responses((status = 200, description = "The plugin after the change", body = Object), (status = 403, description = "Scope or permission missing", body = crate::routes::ErrorBody), (status = 404, description = "Not found", body = crate::routes::ErrorBody)))]
+#[utoipa::path(
+    post,
+    path = "/v1/api/admin/plugins/{name}/disable",
+    tag = "admin",
+    summary = "Disable a plugin",
+    params(("name" = String, Path, description = "Plugin name")),
+    responses(
+        (status = 200, description = "The plugin after the change", body = PluginView),
+        Missing,
+        (status = 409, description = "The plugin's manifest does not parse",
+            body = crate::routes::ErrorBody),
+        NoPluginAdmin,
+        Guarded,
+    )
+)]
 pub(crate) async fn disable(
     State(state): State<AppState>,
     Extension(id): Extension<Identity>,
     addr: Option<Extension<ConnectInfo<SocketAddr>>>,
     Path(name): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<PluginView>, ApiError> {
     toggle(&state, &id, addr, &name, false).await
 }
 
@@ -117,35 +179,53 @@ async fn toggle(
     addr: Option<Extension<ConnectInfo<SocketAddr>>>,
     name: &str,
     on: bool,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<PluginView>, ApiError> {
     let a = admin(state, id)?;
-    a.set_enabled(&actor(id, peer(addr)), name, on).await?;
+    a.set_enabled(&actor(id, peer(addr)), name, on)
+        .await
+        .map_err(state_conflict)?;
     Ok(Json(view_of(&a, name).await?))
 }
 
-/// `PUT …/grants`: the whole grant, or `{"default": true}` to go back to the
-/// default for the plugin's origin.
-#[derive(Deserialize, utoipa::ToSchema)]
-pub(crate) struct GrantBody {
-    /// The new grant (capabilities object).
-    #[schema(value_type = Object)]
-    grant: Option<Capabilities>,
-    /// Drop the operator grant (built-ins get their request, others nothing).
-    #[serde(default)]
-    default: bool,
+/// Refuses a wildcard in front of an IP address (`*.[…]`), which the host
+/// parser does not handle, with the 400 of the other malformed hosts.
+fn check_hosts(g: &Capabilities) -> Result<(), ApiError> {
+    match g.http.iter().find(|h| h.contains("*.[")) {
+        Some(h) => Err(bad_request(format!(
+            "http grant {h:?} is not allowed: a wildcard cannot precede an IP address"
+        ))),
+        None => Ok(()),
+    }
 }
 
-#[utoipa::path(put, path = "/v1/api/admin/plugins/{name}/grants", tag = "admin", summary = "Set a plugin's grant", params(("name" = String, Path, description = "Plugin name")), request_body = GrantBody, responses((status = 200, description = "The plugin after the change", body = Object), (status = 400, description = "Bad grant", body = crate::routes::ErrorBody), (status = 403, description = "Scope or permission missing", body = crate::routes::ErrorBody), (status = 404, description = "Not found", body = crate::routes::ErrorBody)))]
+#[utoipa::path(
+    put,
+    path = "/v1/api/admin/plugins/{name}/grants",
+    tag = "admin",
+    summary = "Set a plugin's grant",
+    params(("name" = String, Path, description = "Plugin name")),
+    request_body = GrantBody,
+    responses(
+        (status = 200, description = "The plugin after the change", body = PluginView),
+        BadInput,
+        Missing,
+        (status = 409, description = "The plugin's manifest does not parse",
+            body = crate::routes::ErrorBody),
+        TooLarge,
+        NoPluginAdmin,
+        Guarded,
+    )
+)]
 pub(crate) async fn set_grants(
     State(state): State<AppState>,
     Extension(id): Extension<Identity>,
     addr: Option<Extension<ConnectInfo<SocketAddr>>>,
     Path(name): Path<String>,
     body: axum::body::Bytes,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<PluginView>, ApiError> {
     let body: GrantBody = parse(&body)?;
-    let grant = match (body.grant, body.default) {
-        (Some(g), false) => Some(g),
+    let grant: Option<Capabilities> = match (body.grant, body.default) {
+        (Some(g), false) => Some(g.into()),
         (None, true) => None,
         _ => {
             return Err(bad_request(
@@ -154,63 +234,82 @@ pub(crate) async fn set_grants(
         }
     };
     let a = admin(&state, &id)?;
+    a.entry(&name)?;
+    if let Some(g) = &grant {
+        check_hosts(g)?;
+        g.validate()?;
+    }
     a.set_grant(&actor(&id, peer(addr)), &name, grant.as_ref())
-        .await?;
+        .await
+        .map_err(state_conflict)?;
     Ok(Json(view_of(&a, &name).await?))
 }
 
-/// `PUT …/config`: the plugin's config overlay (string values).
-#[derive(Deserialize, utoipa::ToSchema)]
-pub(crate) struct ConfigBody {
-    /// Key → value; replaces the stored overlay (`{}` clears it).
-    config: std::collections::BTreeMap<String, String>,
-}
-
-#[utoipa::path(put, path = "/v1/api/admin/plugins/{name}/config", tag = "admin", summary = "Set a plugin's config overlay", params(("name" = String, Path, description = "Plugin name")), request_body = ConfigBody, responses((status = 200, description = "The plugin after the change", body = Object), (status = 400, description = "Bad body", body = crate::routes::ErrorBody), (status = 403, description = "Scope or permission missing", body = crate::routes::ErrorBody), (status = 404, description = "Not found", body = crate::routes::ErrorBody)))]
+#[utoipa::path(
+    put,
+    path = "/v1/api/admin/plugins/{name}/config",
+    tag = "admin",
+    summary = "Set a plugin's config overlay",
+    params(("name" = String, Path, description = "Plugin name")),
+    request_body = ConfigBody,
+    responses(
+        (status = 200, description = "The plugin after the change", body = PluginView),
+        BadInput,
+        Missing,
+        (status = 409, description = "The plugin's manifest does not parse",
+            body = crate::routes::ErrorBody),
+        TooLarge,
+        NoPluginAdmin,
+        Guarded,
+    )
+)]
 pub(crate) async fn set_config(
     State(state): State<AppState>,
     Extension(id): Extension<Identity>,
     addr: Option<Extension<ConnectInfo<SocketAddr>>>,
     Path(name): Path<String>,
     body: axum::body::Bytes,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<PluginView>, ApiError> {
     let body: ConfigBody = parse(&body)?;
     let a = admin(&state, &id)?;
     a.set_config(&actor(&id, peer(addr)), &name, &body.config)
-        .await?;
+        .await
+        .map_err(state_conflict)?;
     Ok(Json(view_of(&a, &name).await?))
 }
 
-/// `POST …/revoke`: capabilities to remove; an empty body or `{}` with
-/// `"all": true` removes every one.
-#[derive(Deserialize, utoipa::ToSchema)]
-pub(crate) struct RevokeBody {
-    /// What to remove (capabilities object).
-    #[schema(value_type = Object)]
-    revoke: Option<Capabilities>,
-    /// Remove everything.
-    #[serde(default)]
-    all: bool,
-}
-
-#[utoipa::path(post, path = "/v1/api/admin/plugins/{name}/revoke", tag = "admin", summary = "Revoke capabilities", params(("name" = String, Path, description = "Plugin name")), request_body = RevokeBody, responses((status = 200, description = "The plugin after the change", body = Object), (status = 400, description = "Bad body", body = crate::routes::ErrorBody), (status = 403, description = "Scope or permission missing", body = crate::routes::ErrorBody), (status = 404, description = "Not found", body = crate::routes::ErrorBody)))]
+#[utoipa::path(
+    post,
+    path = "/v1/api/admin/plugins/{name}/revoke",
+    tag = "admin",
+    summary = "Revoke capabilities",
+    params(("name" = String, Path, description = "Plugin name")),
+    request_body = Option<RevokeBody>,
+    responses(
+        (status = 200, description = "The plugin after the change", body = PluginView),
+        BadInput,
+        Missing,
+        (status = 409, description = "The plugin's manifest does not parse",
+            body = crate::routes::ErrorBody),
+        TooLarge,
+        NoPluginAdmin,
+        Guarded,
+    )
+)]
 pub(crate) async fn revoke(
     State(state): State<AppState>,
     Extension(id): Extension<Identity>,
     addr: Option<Extension<ConnectInfo<SocketAddr>>>,
     Path(name): Path<String>,
     body: axum::body::Bytes,
-) -> Result<Json<Value>, ApiError> {
-    let body: RevokeBody = if body.iter().all(u8::is_ascii_whitespace) {
-        RevokeBody {
-            revoke: None,
-            all: true,
-        }
+) -> Result<Json<PluginView>, ApiError> {
+    let body = if body.iter().all(u8::is_ascii_whitespace) {
+        RevokeBody::all()
     } else {
-        parse(&body)?
+        parse::<Option<RevokeBody>>(&body)?.unwrap_or_else(RevokeBody::all)
     };
-    let what = match (body.revoke, body.all) {
-        (Some(w), false) => Some(w),
+    let what: Option<Capabilities> = match (body.revoke, body.all) {
+        (Some(w), false) => Some(w.into()),
         (None, true) => None,
         _ => {
             return Err(bad_request(
@@ -220,45 +319,68 @@ pub(crate) async fn revoke(
     };
     let a = admin(&state, &id)?;
     a.revoke(&actor(&id, peer(addr)), &name, what.as_ref())
-        .await?;
+        .await
+        .map_err(state_conflict)?;
     Ok(Json(view_of(&a, &name).await?))
 }
 
-fn report_json(r: &turnstone_runtime::reconcile::Report) -> Value {
-    json!({
-        "generation": r.generation,
-        "elapsed_ms": r.elapsed.as_secs_f64() * 1000.0,
-        "changes": r.changes.iter().map(|c| json!({
-            "plugin": c.plugin, "change": format!("{:?}", c.kind),
-        })).collect::<Vec<_>>(),
-    })
-}
-
-#[utoipa::path(post, path = "/v1/api/admin/plugins/{name}/reload", tag = "admin", summary = "Reload a plugin from disk on every node", params(("name" = String, Path, description = "Plugin name")), responses((status = 200, description = "What changed here", body = Object), (status = 403, description = "Scope or permission missing", body = crate::routes::ErrorBody), (status = 404, description = "Not found", body = crate::routes::ErrorBody)))]
+#[utoipa::path(
+    post,
+    path = "/v1/api/admin/plugins/{name}/reload",
+    tag = "admin",
+    summary = "Reload a plugin from disk on every node",
+    params(("name" = String, Path, description = "Plugin name")),
+    responses(
+        (status = 200, description = "What changed here, and the plugin after it",
+            body = ReloadedPlugin),
+        Missing,
+        (status = 409, description = "The plugin's manifest does not parse",
+            body = crate::routes::ErrorBody),
+        NoPluginAdmin,
+        Guarded,
+    )
+)]
 pub(crate) async fn reload_one(
     State(state): State<AppState>,
     Extension(id): Extension<Identity>,
     addr: Option<Extension<ConnectInfo<SocketAddr>>>,
     Path(name): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<ReloadedPlugin>, ApiError> {
     let a = admin(&state, &id)?;
-    let r = a.reload(&actor(&id, peer(addr)), Some(&name)).await?;
-    Ok(Json(
-        json!({ "report": report_json(&r), "plugin": view_of(&a, &name).await? }),
-    ))
+    let r = a
+        .reload(&actor(&id, peer(addr)), Some(&name))
+        .await
+        .map_err(state_conflict)?;
+    Ok(Json(ReloadedPlugin {
+        report: ReloadReport::from(&r),
+        plugin: view_of(&a, &name).await?,
+    }))
 }
 
-#[utoipa::path(post, path = "/v1/api/admin/plugins/reload", tag = "admin", summary = "Rescan and reload every plugin on this node", responses((status = 200, description = "What changed", body = Object), (status = 403, description = "Scope or permission missing", body = crate::routes::ErrorBody)))]
+#[utoipa::path(
+    post,
+    path = "/v1/api/admin/plugins/reload",
+    tag = "admin",
+    summary = "Rescan and reload every plugin on this node",
+    responses(
+        (status = 200, description = "What changed", body = ReloadedAll),
+        NoPluginAdmin,
+        Guarded,
+    )
+)]
 pub(crate) async fn reload_all(
     State(state): State<AppState>,
     Extension(id): Extension<Identity>,
     addr: Option<Extension<ConnectInfo<SocketAddr>>>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<ReloadedAll>, ApiError> {
     let a = admin(&state, &id)?;
     let r = a.reload(&actor(&id, peer(addr)), None).await?;
-    Ok(Json(json!({ "report": report_json(&r) })))
+    Ok(Json(ReloadedAll {
+        report: ReloadReport::from(&r),
+    }))
 }
 
+/// Query of an install.
 #[derive(Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 pub(crate) struct InstallQuery {
@@ -267,44 +389,54 @@ pub(crate) struct InstallQuery {
     replace: bool,
 }
 
-#[utoipa::path(post, path = "/v1/api/admin/plugins/install", tag = "admin", summary = "Install (or upgrade) a plugin from an upload: multipart parts `manifest` (plugin.toml) and `component` (.wasm). New plugins land disabled with nothing granted; the answer lists what it requests for review.", params(InstallQuery), responses((status = 201, description = "Installed; review `requested` before granting", body = Object), (status = 400, description = "Not a loadable plugin", body = crate::routes::ErrorBody), (status = 409, description = "Name taken", body = crate::routes::ErrorBody), (status = 413, description = "Too large", body = crate::routes::ErrorBody)))]
-pub(crate) async fn install(
-    State(state): State<AppState>,
-    Extension(id): Extension<Identity>,
-    addr: Option<Extension<ConnectInfo<SocketAddr>>>,
-    Query(q): Query<InstallQuery>,
-    mut form: Multipart,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+/// The `manifest` and `component` parts of an install (a body over the
+/// limit is 413, a broken one 400; see `crate::error`).
+async fn install_parts(form: &mut Multipart) -> Result<(String, Vec<u8>), ApiError> {
     let mut manifest: Option<String> = None;
     let mut wasm: Option<Vec<u8>> = None;
-    while let Some(field) = form
-        .next_field()
-        .await
-        .map_err(|e| bad_request(format!("invalid multipart body: {e}")))?
-    {
+    while let Some(field) = form.next_field().await? {
         match field.name().unwrap_or_default() {
-            "manifest" => {
-                let text = field
-                    .text()
-                    .await
-                    .map_err(|e| bad_request(format!("manifest: {e}")))?;
-                manifest = Some(text);
-            }
-            "component" => {
-                let bytes = field.bytes().await.map_err(|e| {
-                    ApiError(
-                        StatusCode::PAYLOAD_TOO_LARGE,
-                        format!("component: {e} (limit {} MiB)", MAX_COMPONENT_BYTES >> 20),
-                    )
-                })?;
-                wasm = Some(bytes.to_vec());
-            }
+            "manifest" => manifest = Some(field.text().await?),
+            "component" => wasm = Some(field.bytes().await?.to_vec()),
             other => return Err(bad_request(format!("unexpected part {other:?}"))),
         }
     }
     let manifest =
         manifest.ok_or_else(|| bad_request("the `manifest` part (plugin.toml) is missing"))?;
     let wasm = wasm.ok_or_else(|| bad_request("the `component` part (.wasm) is missing"))?;
+    Ok((manifest, wasm))
+}
+
+#[utoipa::path(
+    post,
+    path = "/v1/api/admin/plugins/install",
+    tag = "admin",
+    summary = "Install (or upgrade) a plugin from an upload: multipart parts `manifest` \
+        (plugin.toml) and `component` (.wasm). New plugins land disabled with nothing granted; \
+        the answer lists what it requests for review.",
+    params(InstallQuery),
+    request_body(content = InstallForm, content_type = "multipart/form-data"),
+    responses(
+        (status = 201, description = "Installed; review `requested` before granting",
+            body = PluginView),
+        (status = 400, description = "Not a loadable plugin, a malformed upload, or no install \
+            directory on this node", body = crate::routes::ErrorBody),
+        (status = 409, description = "A built-in of that name, already installed (without \
+            `replace=true`), or installed outside the install directory",
+            body = crate::routes::ErrorBody),
+        TooLarge,
+        NoPluginAdmin,
+        Guarded,
+    )
+)]
+pub(crate) async fn install(
+    State(state): State<AppState>,
+    Extension(id): Extension<Identity>,
+    addr: Option<Extension<ConnectInfo<SocketAddr>>>,
+    Query(q): Query<InstallQuery>,
+    mut form: Multipart,
+) -> Result<(StatusCode, Json<PluginView>), ApiError> {
+    let (manifest, wasm) = install_parts(&mut form).await?;
     let a = admin(&state, &id)?;
     let name = a
         .install(&actor(&id, peer(addr)), &manifest, wasm, q.replace)
@@ -312,30 +444,64 @@ pub(crate) async fn install(
     Ok((StatusCode::CREATED, Json(view_of(&a, &name).await?)))
 }
 
-#[utoipa::path(delete, path = "/v1/api/admin/plugins/{name}", tag = "admin", summary = "Uninstall a third-party plugin", params(("name" = String, Path, description = "Plugin name")), responses((status = 200, description = "Removed", body = Object), (status = 400, description = "Built-in", body = crate::routes::ErrorBody), (status = 404, description = "Not found", body = crate::routes::ErrorBody)))]
+#[utoipa::path(
+    delete,
+    path = "/v1/api/admin/plugins/{name}",
+    tag = "admin",
+    summary = "Uninstall a third-party plugin",
+    params(("name" = String, Path, description = "Plugin name")),
+    responses(
+        (status = 200, description = "Removed", body = Uninstalled),
+        Missing,
+        (status = 409, description = "A built-in plugin (disable it instead)",
+            body = crate::routes::ErrorBody),
+        NoPluginAdmin,
+        Guarded,
+    )
+)]
 pub(crate) async fn uninstall(
     State(state): State<AppState>,
     Extension(id): Extension<Identity>,
     addr: Option<Extension<ConnectInfo<SocketAddr>>>,
     Path(name): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Uninstalled>, ApiError> {
     let a = admin(&state, &id)?;
-    a.uninstall(&actor(&id, peer(addr)), &name).await?;
-    Ok(Json(json!({ "status": "ok", "removed": name })))
+    a.uninstall(&actor(&id, peer(addr)), &name)
+        .await
+        .map_err(state_conflict)?;
+    Ok(Json(Uninstalled {
+        status: "ok",
+        removed: name,
+    }))
 }
 
+/// Query of the plugin audit trail.
 #[derive(Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 pub(crate) struct AuditQuery {
+    /// Most entries (default 100; clamped to 1–1000).
+    #[param(minimum = -9223372036854775808i64, maximum = 9223372036854775807i64)]
     limit: Option<i64>,
 }
 
-#[utoipa::path(get, path = "/v1/api/admin/plugins/audit", tag = "admin", summary = "Plugin changes from the audit log, newest first", params(AuditQuery), responses((status = 200, description = "Success", body = Object), (status = 403, description = "Scope or permission missing", body = crate::routes::ErrorBody)))]
+#[utoipa::path(
+    get,
+    path = "/v1/api/admin/plugins/audit",
+    tag = "admin",
+    summary = "Plugin changes from the audit log, newest first",
+    params(AuditQuery),
+    responses(
+        (status = 200, description = "The entries", body = PluginAudit),
+        BadInput,
+        NoPluginAdmin,
+        Guarded,
+    )
+)]
 pub(crate) async fn audit(
     State(state): State<AppState>,
     Extension(id): Extension<Identity>,
     Query(q): Query<AuditQuery>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<PluginAudit>, ApiError> {
     let a = admin(&state, &id)?;
     let limit = q.limit.unwrap_or(100).clamp(1, 1000);
     let entries = a
@@ -343,18 +509,11 @@ pub(crate) async fn audit(
         .list_audit(limit * 4)
         .await
         .map_err(AdminError::from)?;
-    let entries: Vec<Value> = entries
+    let entries = entries
         .into_iter()
         .filter(|e| e.action.starts_with("plugin."))
         .take(limit as usize)
-        .map(|e| {
-            json!({
-                "id": e.id, "timestamp": e.timestamp, "user_id": e.user_id,
-                "action": e.action, "target": e.target,
-                "detail": e.detail.as_deref().and_then(|d| serde_json::from_str::<Value>(d).ok()),
-                "ip": e.ip,
-            })
-        })
+        .map(PluginAuditEntry::from)
         .collect();
-    Ok(Json(json!({ "entries": entries })))
+    Ok(Json(PluginAudit { entries }))
 }

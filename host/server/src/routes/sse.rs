@@ -29,9 +29,13 @@ const PING: Duration = Duration::from_secs(5);
 #[derive(Deserialize, Default, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 pub(crate) struct EventsQuery {
+    /// `1`: also send `user_turn` events (the SDK always does).
     user_turn: Option<String>,
+    /// `1`: also send `tool_turn` events.
     tool_turn: Option<String>,
+    /// Resume after this event id (the `Last-Event-ID` header wins).
     last_event_id: Option<String>,
+    /// Resume from a `/history` hand-off token.
     history_token: Option<String>,
 }
 
@@ -237,7 +241,7 @@ fn header_cursor(headers: &HeaderMap) -> Option<u64> {
         .and_then(|s| s.trim().parse().ok())
 }
 
-#[utoipa::path(get, path = "/v1/api/workstreams/{ws_id}/events", tag = "events", summary = "Server-sent events of one workstream (see docs/server.md)", params(("ws_id" = String, Path, description = "Workstream id (32 hex)"), EventsQuery), responses((status = 200, description = "Success", body = Object), (status = 400, description = "Bad request", body = crate::routes::ErrorBody), (status = 401, description = "Unauthorized", body = crate::routes::ErrorBody), (status = 403, description = "Scope or permission missing", body = crate::routes::ErrorBody), (status = 404, description = "Not found", body = crate::routes::ErrorBody)))]
+#[utoipa::path(get, path = "/v1/api/workstreams/{ws_id}/events", tag = "events", summary = "Server-sent events of one workstream", description = "A `text/event-stream`: a `retry:` frame, then one `data:` frame per event, each a JSON `WsEvent` (see docs/server.md for the connect preamble, replay by id and projections), with `: ping` comments every 5 s.", params(("ws_id" = String, Path, description = "Workstream id (32 hex)"), EventsQuery), responses((status = 200, description = "The event stream; every `data:` frame is one `WsEvent`", body = turnstone_protocol::WsEvent, content_type = "text/event-stream"), super::Guarded, super::Missing))]
 pub(crate) async fn workstream_events(
     State(state): State<AppState>,
     Extension(id): Extension<Identity>,
@@ -348,7 +352,7 @@ impl GlobalStream {
     }
 }
 
-#[utoipa::path(get, path = "/v1/api/events/global", tag = "events", summary = "Node-wide server-sent events (filtered to the caller unless service scope)", responses((status = 200, description = "Success", body = Object), (status = 400, description = "Bad request", body = crate::routes::ErrorBody), (status = 401, description = "Unauthorized", body = crate::routes::ErrorBody), (status = 403, description = "Scope or permission missing", body = crate::routes::ErrorBody), (status = 404, description = "Not found", body = crate::routes::ErrorBody)))]
+#[utoipa::path(get, path = "/v1/api/events/global", tag = "events", summary = "Node-wide server-sent events (filtered to the caller unless service scope)", description = "A `text/event-stream`: a `retry:` frame, `node_snapshot`, then one `data:` frame per `GlobalEvent`, with `: ping` comments every 5 s.", responses((status = 200, description = "The event stream; every `data:` frame is one `GlobalEvent`", body = turnstone_protocol::GlobalEvent, content_type = "text/event-stream"), super::Guarded))]
 pub(crate) async fn global_events(
     State(state): State<AppState>,
     Extension(id): Extension<Identity>,

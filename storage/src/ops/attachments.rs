@@ -1,12 +1,16 @@
-//! Attachment blobs (`AttachmentStore`), expanded for each backend.
+//! `AttachmentStore`: uploaded attachment blobs, stored with their workstream
+//! and consumed by a send, written once and expanded for each backend (see the
+//! `ops` module docs).
 
-macro_rules! attach_cols {
+/// Columns of `attachments` returned as metadata (never `content`, the bytes,
+/// which only the queries that need them select).
+macro_rules! attachment_columns {
     () => {
         "attachment_id, ws_id, user_id, filename, mime_type, kind, size_bytes, created, consumed"
     };
 }
 
-pub(crate) use attach_cols;
+pub(crate) use attachment_columns;
 
 /// Checks an attachment before it is stored.
 pub(crate) fn check_attachment(a: &crate::types::NewAttachment) -> crate::error::Result<()> {
@@ -32,7 +36,8 @@ pub(crate) fn check_attachment(a: &crate::types::NewAttachment) -> crate::error:
     Ok(())
 }
 
-macro_rules! impl_attach {
+/// Expands `AttachmentStore` for a backend whose store type has a `pool` field.
+macro_rules! impl_attachment_store {
     ($store:ty, $db:ty) => {
         impl $store {
             fn attachment_from_row(
@@ -59,11 +64,12 @@ macro_rules! impl_attach {
                 &self,
                 a: &$crate::types::NewAttachment,
             ) -> $crate::error::Result<$crate::types::Attachment> {
-                $crate::ops_attach::check_attachment(a)?;
+                $crate::ops::attachments::check_attachment(a)?;
+                let mut tx = self.begin_returning().await?;
                 let row = sqlx::query(concat!(
                     "INSERT INTO attachments (attachment_id, ws_id, user_id, filename, mime_type, kind, size_bytes, content, created) \
                      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING ",
-                    $crate::ops_attach::attach_cols!()
+                    $crate::ops::attachments::attachment_columns!()
                 ))
                 .bind($crate::util::random_hex(16))
                 .bind(&a.ws_id)
@@ -74,7 +80,7 @@ macro_rules! impl_attach {
                 .bind(a.content.len() as i64)
                 .bind(&a.content)
                 .bind($crate::util::now())
-                .fetch_one(&self.pool)
+                .fetch_one(&mut *tx)
                 .await
                 .map_err(|e| match &e {
                     sqlx::Error::Database(d) if d.is_foreign_key_violation() => {
@@ -82,6 +88,7 @@ macro_rules! impl_attach {
                     }
                     _ => e.into(),
                 })?;
+                tx.commit().await?;
                 Self::attachment_from_row(&row)
             }
 
@@ -91,7 +98,7 @@ macro_rules! impl_attach {
                 attachment_id: &str,
             ) -> $crate::error::Result<Option<($crate::types::Attachment, Vec<u8>)>> {
                 let row = sqlx::query(concat!(
-                    "SELECT ", $crate::ops_attach::attach_cols!(), ", content FROM attachments WHERE ws_id = $1 AND attachment_id = $2"
+                    "SELECT ", $crate::ops::attachments::attachment_columns!(), ", content FROM attachments WHERE ws_id = $1 AND attachment_id = $2"
                 ))
                 .bind(ws_id)
                 .bind(attachment_id)
@@ -113,9 +120,9 @@ macro_rules! impl_attach {
                 pending_only: bool,
             ) -> $crate::error::Result<Vec<$crate::types::Attachment>> {
                 let sql = if pending_only {
-                    concat!("SELECT ", $crate::ops_attach::attach_cols!(), " FROM attachments WHERE ws_id = $1 AND consumed IS NULL ORDER BY created, attachment_id")
+                    concat!("SELECT ", $crate::ops::attachments::attachment_columns!(), " FROM attachments WHERE ws_id = $1 AND consumed IS NULL ORDER BY created, attachment_id")
                 } else {
-                    concat!("SELECT ", $crate::ops_attach::attach_cols!(), " FROM attachments WHERE ws_id = $1 ORDER BY created, attachment_id")
+                    concat!("SELECT ", $crate::ops::attachments::attachment_columns!(), " FROM attachments WHERE ws_id = $1 ORDER BY created, attachment_id")
                 };
                 let rows = sqlx::query(sql).bind(ws_id).fetch_all(&self.pool).await?;
                 rows.iter().map(Self::attachment_from_row).collect()
@@ -167,4 +174,4 @@ macro_rules! impl_attach {
     };
 }
 
-pub(crate) use impl_attach;
+pub(crate) use impl_attachment_store;

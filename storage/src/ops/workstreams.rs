@@ -1,28 +1,23 @@
-//! Workstream operations and shared row helpers, written once and expanded for
-//! each backend (turn operations are in `ops_turns.rs`).
-//! The SQL uses `$N` placeholders, which both sqlx drivers bind by number.
+//! `WorkstreamStore`: the workstream lifecycle (atomic create → publish,
+//! discard, resolve, list, fork, prune, reap) and per-workstream config, written
+//! once and expanded for each backend (see the `ops` module docs).
 
-/// Columns of `workstreams` returned to callers (never `incarnation`).
-macro_rules! ws_cols {
+/// Columns of `workstreams` returned to callers (never `incarnation`, the
+/// private reservation token).
+macro_rules! workstream_columns {
     () => {
         "ws_id, node_id, user_id, alias, title, name, state, kind, parent_ws_id, project_id, persona, skill_id, skill_version, created, updated"
     };
 }
 
-/// Columns of `conversations`.
-macro_rules! turn_cols {
-    () => {
-        "id, ws_id, timestamp, role, content, tool_name, tool_call_id, tool_calls, provider_data, source, event_id, is_error, attachments, meta"
-    };
-}
+pub(crate) use workstream_columns;
 
-pub(crate) use {turn_cols, ws_cols};
-
-/// Config key holding the compaction checkpoint (reserved prefix).
-pub(crate) const CHECKPOINT_KEY: &str = "_turnstone.compaction_checkpoint";
-/// Reserved config key prefix.
+/// Reserved config key prefix: keys under it hold storage's own state (such as
+/// the compaction checkpoint), so callers can neither set nor see them.
 pub(crate) const RESERVED_PREFIX: &str = "_turnstone.";
 
+/// Checks an alias (1-64 letters, digits, `-`, `_` or `.`) before it reaches the
+/// database, so a bad one is a typed `InvalidInput` rather than a driver error.
 pub(crate) fn validate_alias(alias: &str) -> crate::error::Result<()> {
     let ok = !alias.is_empty()
         && alias.len() <= 64
@@ -38,6 +33,8 @@ pub(crate) fn validate_alias(alias: &str) -> crate::error::Result<()> {
     }
 }
 
+/// Checks a caller-chosen id (1-128 characters of `[A-Za-z0-9_-]`); `what`
+/// names the field in the error message.
 pub(crate) fn validate_id(what: &str, id: &str) -> crate::error::Result<()> {
     let ok = !id.is_empty()
         && id.len() <= 128
@@ -53,51 +50,10 @@ pub(crate) fn validate_id(what: &str, id: &str) -> crate::error::Result<()> {
     }
 }
 
-/// Builds the resume view from all rows of a workstream and its checkpoint.
-pub(crate) fn resume_view(
-    rows: Vec<crate::types::StoredTurn>,
-    checkpoint: Option<&crate::types::Checkpoint>,
-) -> Vec<crate::types::StoredTurn> {
-    use crate::types::COMPACTION_SOURCE;
-    let is_summary = |t: &crate::types::StoredTurn| t.source.as_deref() == Some(COMPACTION_SOURCE);
-    match checkpoint {
-        None => rows.into_iter().filter(|t| !is_summary(t)).collect(),
-        Some(cp) => {
-            let mut summary: Vec<_> = Vec::with_capacity(cp.summary_ids.len());
-            let mut tail = Vec::new();
-            for t in rows {
-                if cp.summary_ids.contains(&t.id) {
-                    summary.push(t);
-                } else if t.id > cp.watermark && !is_summary(&t) {
-                    tail.push(t);
-                }
-            }
-            summary.extend(tail);
-            summary
-        }
-    }
-}
-
-/// Parses and validates a stored checkpoint against the workstream's rows.
-pub(crate) fn valid_checkpoint(
-    raw: Option<&str>,
-    rows: &[crate::types::StoredTurn],
-) -> Option<crate::types::Checkpoint> {
-    let cp: crate::types::Checkpoint = serde_json::from_str(raw?).ok()?;
-    if cp.summary_ids.is_empty() {
-        return None;
-    }
-    let summary_ok = cp.summary_ids.iter().all(|id| {
-        rows.iter()
-            .any(|t| t.id == *id && t.source.as_deref() == Some(crate::types::COMPACTION_SOURCE))
-    });
-    let watermark_ok = cp.watermark == 0 || rows.iter().any(|t| t.id == cp.watermark);
-    (summary_ok && watermark_ok).then_some(cp)
-}
-
-/// Expands `WorkstreamStore` (and the row helpers `TurnStore` uses) for a backend
-/// whose store type has a `pool` field and a `begin_write` method.
-macro_rules! impl_ws_and_turns {
+/// Expands `WorkstreamStore` for a backend whose store type has a `pool` field
+/// and a `begin_write` method. Forking copies turns with the row helpers of
+/// `impl_turn_store!`, which must be expanded for the same store.
+macro_rules! impl_workstream_store {
     ($store:ty, $db:ty) => {
         impl $store {
             fn ws_from_row(
@@ -123,114 +79,6 @@ macro_rules! impl_ws_and_turns {
                 })
             }
 
-            fn turn_from_row(
-                r: &<$db as sqlx::Database>::Row,
-            ) -> $crate::error::Result<$crate::types::StoredTurn> {
-                use sqlx::Row;
-                Ok($crate::types::StoredTurn {
-                    id: r.try_get("id")?,
-                    ws_id: r.try_get("ws_id")?,
-                    timestamp: r.try_get("timestamp")?,
-                    role: $crate::types::Role::parse(r.try_get::<&str, _>("role")?)?,
-                    content: r.try_get("content")?,
-                    tool_name: r.try_get("tool_name")?,
-                    tool_call_id: r.try_get("tool_call_id")?,
-                    tool_calls: r.try_get("tool_calls")?,
-                    provider_data: r.try_get("provider_data")?,
-                    source: r.try_get("source")?,
-                    event_id: r.try_get("event_id")?,
-                    is_error: r.try_get("is_error")?,
-                    attachments: r.try_get("attachments")?,
-                    meta: r.try_get("meta")?,
-                })
-            }
-
-            async fn all_rows(
-                conn: &mut <$db as sqlx::Database>::Connection,
-                ws_id: &str,
-            ) -> $crate::error::Result<Vec<$crate::types::StoredTurn>> {
-                let rows = sqlx::query(concat!(
-                    "SELECT ",
-                    $crate::ops_ws::turn_cols!(),
-                    " FROM conversations WHERE ws_id = $1 ORDER BY id"
-                ))
-                .bind(ws_id)
-                .fetch_all(&mut *conn)
-                .await?;
-                rows.iter().map(Self::turn_from_row).collect()
-            }
-
-            async fn checkpoint_raw(
-                conn: &mut <$db as sqlx::Database>::Connection,
-                ws_id: &str,
-            ) -> $crate::error::Result<Option<String>> {
-                Ok(sqlx::query_scalar::<_, Option<String>>(
-                    "SELECT value FROM workstream_config WHERE ws_id = $1 AND key = $2",
-                )
-                .bind(ws_id)
-                .bind($crate::ops_ws::CHECKPOINT_KEY)
-                .fetch_optional(&mut *conn)
-                .await?
-                .flatten())
-            }
-
-            /// The resume view and the checkpoint it used.
-            async fn resume_rows(
-                conn: &mut <$db as sqlx::Database>::Connection,
-                ws_id: &str,
-            ) -> $crate::error::Result<(
-                Vec<$crate::types::StoredTurn>,
-                Option<$crate::types::Checkpoint>,
-            )> {
-                let rows = Self::all_rows(conn, ws_id).await?;
-                let raw = Self::checkpoint_raw(conn, ws_id).await?;
-                let cp = $crate::ops_ws::valid_checkpoint(raw.as_deref(), &rows);
-                if raw.is_some() && cp.is_none() {
-                    tracing::warn!(ws_id, "compaction checkpoint is invalid; resuming from the full transcript");
-                }
-                Ok(($crate::ops_ws::resume_view(rows, cp.as_ref()), cp))
-            }
-
-            /// Inserts turns in order (chunked multi-row INSERTs); returns their ids in order.
-            async fn insert_turns(
-                conn: &mut <$db as sqlx::Database>::Connection,
-                ws_id: &str,
-                turns: &[$crate::types::NewTurn],
-            ) -> $crate::error::Result<Vec<i64>> {
-                let now = $crate::util::now();
-                let mut ids = Vec::with_capacity(turns.len());
-                for chunk in turns.chunks(500) {
-                    let mut qb = sqlx::QueryBuilder::<$db>::new(
-                        "INSERT INTO conversations (ws_id, timestamp, role, content, tool_name, tool_call_id, tool_calls, provider_data, source, event_id, is_error, attachments, meta) ",
-                    );
-                    qb.push_values(chunk, |mut b, t| {
-                        b.push_bind(ws_id.to_string())
-                            .push_bind(now.clone())
-                            .push_bind(t.role.as_str())
-                            .push_bind(t.content.clone())
-                            .push_bind(t.tool_name.clone())
-                            .push_bind(t.tool_call_id.clone())
-                            .push_bind(t.tool_calls.clone())
-                            .push_bind(t.provider_data.clone())
-                            .push_bind(t.source.clone())
-                            .push_bind(t.event_id)
-                            .push_bind(t.is_error)
-                            .push_bind(t.attachments.clone())
-                            .push_bind(t.meta.clone());
-                    });
-                    qb.push(" RETURNING id");
-                    let mut chunk_ids: Vec<i64> = qb
-                        .build_query_scalar()
-                        .fetch_all(&mut *conn)
-                        .await
-                        .map_err(|e| $crate::error::classify(e, ws_id))?;
-                    // Ids grow in insertion order within one statement.
-                    chunk_ids.sort_unstable();
-                    ids.extend(chunk_ids);
-                }
-                Ok(ids)
-            }
-
             async fn published_exists(
                 conn: &mut <$db as sqlx::Database>::Connection,
                 ws_id: &str,
@@ -252,9 +100,9 @@ macro_rules! impl_ws_and_turns {
                 new: &$crate::types::NewWorkstream,
             ) -> $crate::error::Result<$crate::types::Reservation> {
                 let ws_id = new.ws_id.clone().unwrap_or_else(|| $crate::util::random_hex(16));
-                $crate::ops_ws::validate_id("ws_id", &ws_id)?;
+                $crate::ops::workstreams::validate_id("ws_id", &ws_id)?;
                 if let Some(a) = &new.alias {
-                    $crate::ops_ws::validate_alias(a)?;
+                    $crate::ops::workstreams::validate_alias(a)?;
                 }
                 if new.name.len() > 512 || new.name.contains('\0') {
                     return Err($crate::error::StorageError::InvalidInput(
@@ -330,7 +178,7 @@ macro_rules! impl_ws_and_turns {
             ) -> $crate::error::Result<Option<$crate::types::Workstream>> {
                 let row = sqlx::query(concat!(
                     "SELECT ",
-                    $crate::ops_ws::ws_cols!(),
+                    $crate::ops::workstreams::workstream_columns!(),
                     " FROM workstreams WHERE ws_id = $1 AND state <> 'creating'"
                 ))
                 .bind(ws_id)
@@ -354,7 +202,7 @@ macro_rules! impl_ws_and_turns {
                 }
                 let by_alias = sqlx::query(concat!(
                     "SELECT ",
-                    $crate::ops_ws::ws_cols!(),
+                    $crate::ops::workstreams::workstream_columns!(),
                     " FROM workstreams WHERE alias = $1 AND state <> 'creating'"
                 ))
                 .bind(q)
@@ -366,7 +214,7 @@ macro_rules! impl_ws_and_turns {
                 let pattern = format!("{}%", $crate::util::like_escape(q));
                 let rows = sqlx::query(concat!(
                     "SELECT ",
-                    $crate::ops_ws::ws_cols!(),
+                    $crate::ops::workstreams::workstream_columns!(),
                     " FROM workstreams WHERE ws_id LIKE $1 ESCAPE '\\' AND state <> 'creating' ORDER BY ws_id LIMIT 50"
                 ))
                 .bind(&pattern)
@@ -409,7 +257,7 @@ macro_rules! impl_ws_and_turns {
 
             async fn set_alias(&self, ws_id: &str, alias: Option<&str>) -> $crate::error::Result<()> {
                 if let Some(a) = alias {
-                    $crate::ops_ws::validate_alias(a)?;
+                    $crate::ops::workstreams::validate_alias(a)?;
                 }
                 let n = sqlx::query("UPDATE workstreams SET alias = $2, updated = $3 WHERE ws_id = $1")
                     .bind(ws_id)
@@ -453,7 +301,7 @@ macro_rules! impl_ws_and_turns {
                 use sqlx::Row;
                 let rows = sqlx::query(concat!(
                     "SELECT ",
-                    $crate::ops_ws::ws_cols!(),
+                    $crate::ops::workstreams::workstream_columns!(),
                     ", n, last_activity FROM workstreams w JOIN \
                      (SELECT ws_id AS cws, COUNT(*) AS n, MAX(timestamp) AS last_activity, MAX(id) AS last_id \
                      FROM conversations GROUP BY ws_id) c \
@@ -525,17 +373,10 @@ macro_rules! impl_ws_and_turns {
                 let turns: Vec<$crate::types::NewTurn> = rows
                     .iter()
                     .map(|t| $crate::types::NewTurn {
-                        role: t.role,
-                        content: t.content.clone(),
-                        tool_name: t.tool_name.clone(),
-                        tool_call_id: t.tool_call_id.clone(),
-                        tool_calls: t.tool_calls.clone(),
-                        provider_data: t.provider_data.clone(),
-                        source: t.source.clone(),
+                        // An event id is a cursor into the source's event stream;
+                        // it means nothing in the fork.
                         event_id: None,
-                        is_error: t.is_error,
-                        attachments: t.attachments.clone(),
-                        meta: t.meta.clone(),
+                        ..t.turn.clone()
                     })
                     .collect();
                 let ids = Self::insert_turns(&mut *tx, &dest.ws_id, &turns).await?;
@@ -558,7 +399,7 @@ macro_rules! impl_ws_and_turns {
                         .map_err(|e| StorageError::InvalidInput(e.to_string()))?;
                     sqlx::query("INSERT INTO workstream_config (ws_id, key, value) VALUES ($1, $2, $3)")
                         .bind(&dest.ws_id)
-                        .bind($crate::ops_ws::CHECKPOINT_KEY)
+                        .bind($crate::ops::turns::CHECKPOINT_KEY)
                         .bind(value)
                         .execute(&mut *tx)
                         .await?;
@@ -572,22 +413,26 @@ macro_rules! impl_ws_and_turns {
                 retention: Option<std::time::Duration>,
                 empty_grace: std::time::Duration,
             ) -> $crate::error::Result<Vec<String>> {
+                let mut tx = self.begin_returning().await?;
                 let mut removed: Vec<String> = sqlx::query_scalar(
                     "DELETE FROM workstreams WHERE state <> 'creating' AND alias IS NULL AND updated < $1 \
                      AND NOT EXISTS (SELECT 1 FROM conversations c WHERE c.ws_id = workstreams.ws_id) RETURNING ws_id",
                 )
                 .bind($crate::util::ago(empty_grace))
-                .fetch_all(&self.pool)
+                .fetch_all(&mut *tx)
                 .await?;
+                tx.commit().await?;
                 if let Some(r) = retention {
+                    let mut tx = self.begin_returning().await?;
                     let old: Vec<String> = sqlx::query_scalar(
                         "DELETE FROM workstreams WHERE state <> 'creating' AND alias IS NULL AND \
                          COALESCE((SELECT MAX(c.timestamp) FROM conversations c WHERE c.ws_id = workstreams.ws_id), updated) < $1 \
                          RETURNING ws_id",
                     )
                     .bind($crate::util::ago(r))
-                    .fetch_all(&self.pool)
+                    .fetch_all(&mut *tx)
                     .await?;
+                    tx.commit().await?;
                     removed.extend(old);
                 }
                 removed.sort();
@@ -630,7 +475,7 @@ macro_rules! impl_ws_and_turns {
                 key: &str,
                 value: Option<&str>,
             ) -> $crate::error::Result<()> {
-                if key.is_empty() || key.len() > 256 || key.starts_with($crate::ops_ws::RESERVED_PREFIX) {
+                if key.is_empty() || key.len() > 256 || key.starts_with($crate::ops::workstreams::RESERVED_PREFIX) {
                     return Err($crate::error::StorageError::InvalidInput(format!(
                         "config key {key:?} is empty, too long or reserved"
                     )));
@@ -660,7 +505,7 @@ macro_rules! impl_ws_and_turns {
             }
 
             async fn get_config(&self, ws_id: &str, key: &str) -> $crate::error::Result<Option<String>> {
-                if key.starts_with($crate::ops_ws::RESERVED_PREFIX) {
+                if key.starts_with($crate::ops::workstreams::RESERVED_PREFIX) {
                     return Ok(None);
                 }
                 Ok(sqlx::query_scalar::<_, Option<String>>(
@@ -689,4 +534,4 @@ macro_rules! impl_ws_and_turns {
     };
 }
 
-pub(crate) use impl_ws_and_turns;
+pub(crate) use impl_workstream_store;
