@@ -185,9 +185,11 @@ pub trait OpsStore: Send + Sync {
     async fn append_audit(&self, e: &AuditEntry) -> Result<i64>;
     /// Newest audit entries first.
     async fn list_audit(&self, limit: i64) -> Result<Vec<AuditEntry>>;
-    /// Records model usage.
+    /// Records model usage. No caller yet: the seam for usage accounting
+    /// (issue #19); tested on both backends.
     async fn record_usage(&self, u: &UsageEvent) -> Result<()>;
-    /// Registers or refreshes a service heartbeat.
+    /// Registers or refreshes a service heartbeat. No caller yet: the seam for
+    /// the cluster console's node registry; tested on both backends.
     async fn heartbeat(&self, s: &ServiceRecord) -> Result<()>;
     /// Services whose heartbeat is newer than `within`.
     async fn live_services(&self, within: Duration) -> Result<Vec<ServiceRecord>>;

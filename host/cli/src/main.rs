@@ -111,7 +111,7 @@ enum Command {
 
 #[derive(Subcommand, Debug)]
 enum PluginsAction {
-    /// Every plugin with version, kind, WIT version, tools, requested vs granted capabilities and state.
+    /// Every plugin with version, kind, WIT version, tools, its granted capabilities in brief (and what it requests beyond them) and state; `plugins info` has the details.
     List {
         /// Machine-readable output.
         #[arg(long)]

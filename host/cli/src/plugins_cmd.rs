@@ -2,7 +2,7 @@
 
 use anyhow::{Result, bail};
 use serde_json::json;
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::sync::Arc;
 use turnstone_runtime::capability::Capabilities;
 use turnstone_runtime::{CallContext, PluginEntry, PluginRegistry, PluginStatus, ToolOutputSink};
@@ -21,6 +21,48 @@ pub fn caps_summary(c: &Capabilities) -> String {
         "-".into()
     } else {
         parts.join(" ")
+    }
+}
+
+/// A capability set in a few words for the `plugins list` table: each
+/// filesystem grant with its access, one or two names of a kind inline, more
+/// as a count (`fs:workspace:rw exec:bash env:19`). `plugins info` has the
+/// full lists.
+pub fn caps_brief(c: &Capabilities) -> String {
+    let mut parts: Vec<String> = c
+        .filesystem
+        .iter()
+        .map(|f| format!("fs:{}:{}", f.path, f.access.short()))
+        .collect();
+    for (kind, names) in [
+        ("http", &c.http),
+        ("exec", &c.exec),
+        ("env", &c.env),
+        ("secret", &c.secrets),
+    ] {
+        match names.len() {
+            0 => {}
+            1 | 2 => parts.push(format!("{kind}:{}", names.join(","))),
+            n => parts.push(format!("{kind}:{n}")),
+        }
+    }
+    if c.model {
+        parts.push("model".into());
+    }
+    if parts.is_empty() {
+        "-".into()
+    } else {
+        parts.join(" ")
+    }
+}
+
+/// The table's capability cell: the effective grant, and what the manifest
+/// asks for beyond it when the operator has not granted all of it.
+fn caps_cell(requested: Option<&Capabilities>, granted: &Capabilities) -> String {
+    let brief = caps_brief(granted);
+    match requested {
+        Some(r) if r != granted => format!("{brief} (requests {})", caps_brief(r)),
+        _ => brief,
     }
 }
 
@@ -75,62 +117,95 @@ pub fn list(reg: &PluginRegistry, as_json: bool, out: &mut impl Write) -> Result
         writeln!(out, "{}", serde_json::to_string_pretty(&all)?)?;
         return Ok(());
     }
-    let rows: Vec<[String; 8]> = reg
+    let rows: Vec<Row> = reg
         .entries()
         .iter()
         .map(|e| {
             let m = e.manifest.as_ref();
             let tools = match &e.status {
-                PluginStatus::Loaded(p) => p
-                    .tools
-                    .iter()
-                    .map(|t| t.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(","),
-                _ => "-".into(),
+                PluginStatus::Loaded(p) => p.tools.iter().map(|t| t.name.clone()).collect(),
+                _ => Vec::new(),
             };
-            [
-                e.name(),
-                m.map_or("-".into(), |m| m.plugin.version.clone()),
-                m.map_or("-".into(), |m| m.plugin.kind.as_str().into()),
-                m.map_or("-".into(), |m| m.plugin.wit.clone()),
-                if tools.is_empty() { "-".into() } else { tools },
-                m.map_or("-".into(), |m| caps_summary(&m.capabilities)),
-                caps_summary(&e.effective_grant()),
-                state(e),
-            ]
+            Row {
+                cells: [
+                    e.name(),
+                    m.map_or("-".into(), |m| m.plugin.version.clone()),
+                    m.map_or("-".into(), |m| m.plugin.kind.as_str().into()),
+                    m.map_or("-".into(), |m| m.plugin.wit.clone()),
+                    if tools.is_empty() {
+                        "-".into()
+                    } else {
+                        tools.join(",")
+                    },
+                    caps_cell(m.map(|m| &m.capabilities), &e.effective_grant()),
+                    state(e),
+                ],
+                tool_count: tools.len(),
+            }
         })
         .collect();
-    let header = [
-        "NAME",
-        "VERSION",
-        "KIND",
-        "WIT",
-        "TOOLS",
-        "REQUESTED",
-        "GRANTED",
-        "STATE",
-    ];
-    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
-    for r in &rows {
-        for (i, c) in r.iter().enumerate().take(7) {
-            widths[i] = widths[i].max(c.chars().count());
+    let columns = crossterm::terminal::size()
+        .ok()
+        .filter(|_| std::io::stdout().is_terminal())
+        .map(|(cols, _)| usize::from(cols));
+    write_table(rows, columns, out)
+}
+
+/// One plugin's row.
+struct Row {
+    cells: [String; 7],
+    tool_count: usize,
+}
+
+const HEADER: [&str; 7] = [
+    "NAME",
+    "VERSION",
+    "KIND",
+    "WIT",
+    "TOOLS",
+    "CAPABILITIES",
+    "STATE",
+];
+const TOOLS: usize = 4;
+
+fn widths(rows: &[Row]) -> [usize; 7] {
+    let mut w = HEADER.map(str::len);
+    for r in rows {
+        for (i, c) in r.cells.iter().enumerate() {
+            w[i] = w[i].max(c.chars().count());
         }
     }
-    let line = |cells: Vec<&str>| -> String {
+    w
+}
+
+/// Writes the table; when it is wider than the terminal (`columns`), tool
+/// lists become counts (`plugins info` names them).
+fn write_table(mut rows: Vec<Row>, columns: Option<usize>, out: &mut impl Write) -> Result<()> {
+    let total = |w: &[usize; 7]| w.iter().sum::<usize>() + 2 * (w.len() - 1);
+    let mut w = widths(&rows);
+    if columns.is_some_and(|c| total(&w) > c) {
+        for r in &mut rows {
+            if r.tool_count > 1 {
+                r.cells[TOOLS] = format!("{} tools", r.tool_count);
+            }
+        }
+        w = widths(&rows);
+    }
+    let line = |cells: &[&str]| -> String {
         let mut s = String::new();
         for (i, c) in cells.iter().enumerate() {
-            if i < 7 {
-                s.push_str(&format!("{c:<w$}  ", w = widths[i]));
+            if i + 1 < cells.len() {
+                s.push_str(&format!("{c:<width$}  ", width = w[i]));
             } else {
                 s.push_str(c);
             }
         }
         s.trim_end().to_string()
     };
-    writeln!(out, "{}", line(header.to_vec()))?;
+    writeln!(out, "{}", line(&HEADER))?;
     for r in &rows {
-        writeln!(out, "{}", line(r.iter().map(String::as_str).collect()))?;
+        let cells: Vec<&str> = r.cells.iter().map(String::as_str).collect();
+        writeln!(out, "{}", line(&cells))?;
     }
     if rows.is_empty() {
         writeln!(out, "(no plugins found)")?;
@@ -215,4 +290,93 @@ pub async fn call_tool(
         .await?;
     println!("{}", result.output);
     Ok(result.is_error)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use turnstone_runtime::capability::{Access, FsGrant};
+
+    fn bash_like() -> Capabilities {
+        Capabilities {
+            filesystem: vec![FsGrant {
+                path: "workspace".into(),
+                access: Access::ReadWrite,
+            }],
+            exec: vec!["bash".into()],
+            env: (0..19).map(|i| format!("VAR{i}")).collect(),
+            ..Capabilities::default()
+        }
+    }
+
+    #[test]
+    fn a_capability_set_is_summarised_in_a_few_words() {
+        assert_eq!(caps_brief(&bash_like()), "fs:workspace:rw exec:bash env:19");
+        let provider = Capabilities {
+            http: vec!["<configured>".into(), "api.anthropic.com".into()],
+            secrets: vec!["api_key".into()],
+            model: true,
+            ..Capabilities::default()
+        };
+        assert_eq!(
+            caps_brief(&provider),
+            "http:<configured>,api.anthropic.com secret:api_key model"
+        );
+        assert_eq!(caps_brief(&Capabilities::default()), "-");
+        // Less granted than requested: the cell says what is still asked for.
+        assert_eq!(
+            caps_cell(Some(&bash_like()), &Capabilities::default()),
+            "- (requests fs:workspace:rw exec:bash env:19)"
+        );
+        assert_eq!(
+            caps_cell(Some(&bash_like()), &bash_like()),
+            "fs:workspace:rw exec:bash env:19"
+        );
+    }
+
+    fn row(name: &str, tools: &[&str]) -> Row {
+        Row {
+            cells: [
+                name.into(),
+                "0.1.0".into(),
+                "tool".into(),
+                "0.1.0".into(),
+                tools.join(","),
+                "fs:workspace:rw".into(),
+                "loaded".into(),
+            ],
+            tool_count: tools.len(),
+        }
+    }
+
+    fn table(columns: Option<usize>) -> String {
+        let rows = vec![
+            row(
+                "files",
+                &["read_file", "write_file", "edit_file", "diff_file"],
+            ),
+            row("search", &["search"]),
+        ];
+        let mut out = Vec::new();
+        write_table(rows, columns, &mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn the_table_fits_the_terminal_by_counting_tools() {
+        let wide = table(Some(200));
+        assert!(
+            wide.contains("read_file,write_file,edit_file,diff_file"),
+            "{wide}"
+        );
+        assert_eq!(wide, table(None), "not a terminal: never shortened");
+        let narrow = table(Some(80));
+        assert!(narrow.contains("4 tools"), "{narrow}");
+        assert!(
+            narrow.contains("  search  "),
+            "one tool keeps its name: {narrow}"
+        );
+        assert!(narrow.lines().all(|l| l.chars().count() <= 80), "{narrow}");
+        assert!(narrow.starts_with("NAME "), "{narrow}");
+    }
 }

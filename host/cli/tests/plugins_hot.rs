@@ -672,7 +672,7 @@ async fn install_by_upload_lands_disabled_for_review_and_admin_routes_are_guarde
     let (s, _) = srv
         .call("DELETE", "/v1/api/admin/plugins/bash", Some(&admin), None)
         .await;
-    assert_eq!(s, 400);
+    assert_eq!(s, 409, "a built-in is disabled, not uninstalled");
 
     // Guards: operator (no admin.plugins), viewer, and an admin's read-scope token.
     let op = srv.user("olga", "operator").await;

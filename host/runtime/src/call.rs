@@ -251,7 +251,8 @@ impl LoadedPlugin {
     }
 
     /// Runs a channel's platform loop, forwarding inbound events to `events`
-    /// until the channel returns or `cancel` fires.
+    /// until the channel returns or `cancel` fires. No front end drives a
+    /// channel yet (issue #20 adds the supervisor); kept as that seam.
     pub async fn channel_run(
         &self,
         events: Arc<dyn crate::plugin::ChannelEventSink>,
@@ -266,7 +267,8 @@ impl LoadedPlugin {
         .await
     }
 
-    /// Posts an outbound message through a channel plugin.
+    /// Posts an outbound message through a channel plugin. Unused until the
+    /// channel supervisor (issue #20).
     pub async fn channel_send_message(
         &self,
         message: &crate::bindings::v0_1_0::channel::turnstone::plugin::channel_types::OutboundMessage,

@@ -6,12 +6,15 @@
 //!   queries and [`Recorder::wait_for_event`];
 //! - [`engine`]: the test runtime, the openai provider component against the
 //!   scripted LLM, a session builder, [`engine::send_and_collect`];
+//! - [`server`]: the real `turnstone serve` binary on a free port with a
+//!   scratch database, an administrator, tokens and an SSE reader;
 //! - [`root`] / [`target`] / [`sse`]: paths and scripted-LLM steps.
 //!
 //! Modelled on codex-rs `core/tests/common`; written for this code base.
 
 pub mod engine;
 mod recorder;
+pub mod server;
 
 pub use recorder::Recorder;
 

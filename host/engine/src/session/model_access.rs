@@ -70,7 +70,7 @@ impl ModelAccess for SessionModel {
                 .provider_complete(&request, sink.clone(), b.secrets.clone(), Some(&cancel))
                 .await
                 .map_err(|e| e.to_string())?
-                .map_err(|e| format!("{e:?}"))?;
+                .map_err(|e| e.message())?;
             let text = std::mem::take(&mut *sink.0.lock().unwrap_or_else(|p| p.into_inner()));
             Ok(text)
         })

@@ -6,7 +6,7 @@
 
 use super::plugins_types::{
     ConfigBody, GrantBody, InstallForm, NoPluginAdmin, PluginAudit, PluginAuditEntry, PluginList,
-    PluginView, ReloadReport, ReloadedAll, ReloadedPlugin, RevokeBody, Uninstalled,
+    PluginRefused, PluginView, ReloadReport, ReloadedAll, ReloadedPlugin, RevokeBody, Uninstalled,
 };
 use super::{BadInput, Guarded, Missing, TooLarge, need, node};
 use crate::http::{ApiError, AppState, Identity, bad_request, parse};
@@ -133,11 +133,7 @@ pub(crate) async fn detail(
     params(("name" = String, Path, description = "Plugin name")),
     responses(
         (status = 200, description = "The plugin after the change", body = PluginView),
-        Missing,
-        (status = 409, description = "The plugin's manifest does not parse",
-            body = crate::routes::ErrorBody),
-        NoPluginAdmin,
-        Guarded,
+        PluginRefused,
     )
 )]
 pub(crate) async fn enable(
@@ -157,11 +153,7 @@ pub(crate) async fn enable(
     params(("name" = String, Path, description = "Plugin name")),
     responses(
         (status = 200, description = "The plugin after the change", body = PluginView),
-        Missing,
-        (status = 409, description = "The plugin's manifest does not parse",
-            body = crate::routes::ErrorBody),
-        NoPluginAdmin,
-        Guarded,
+        PluginRefused,
     )
 )]
 pub(crate) async fn disable(
@@ -208,12 +200,8 @@ fn check_hosts(g: &Capabilities) -> Result<(), ApiError> {
     responses(
         (status = 200, description = "The plugin after the change", body = PluginView),
         BadInput,
-        Missing,
-        (status = 409, description = "The plugin's manifest does not parse",
-            body = crate::routes::ErrorBody),
         TooLarge,
-        NoPluginAdmin,
-        Guarded,
+        PluginRefused,
     )
 )]
 pub(crate) async fn set_grants(
@@ -255,12 +243,8 @@ pub(crate) async fn set_grants(
     responses(
         (status = 200, description = "The plugin after the change", body = PluginView),
         BadInput,
-        Missing,
-        (status = 409, description = "The plugin's manifest does not parse",
-            body = crate::routes::ErrorBody),
         TooLarge,
-        NoPluginAdmin,
-        Guarded,
+        PluginRefused,
     )
 )]
 pub(crate) async fn set_config(
@@ -288,12 +272,8 @@ pub(crate) async fn set_config(
     responses(
         (status = 200, description = "The plugin after the change", body = PluginView),
         BadInput,
-        Missing,
-        (status = 409, description = "The plugin's manifest does not parse",
-            body = crate::routes::ErrorBody),
         TooLarge,
-        NoPluginAdmin,
-        Guarded,
+        PluginRefused,
     )
 )]
 pub(crate) async fn revoke(
@@ -333,11 +313,7 @@ pub(crate) async fn revoke(
     responses(
         (status = 200, description = "What changed here, and the plugin after it",
             body = ReloadedPlugin),
-        Missing,
-        (status = 409, description = "The plugin's manifest does not parse",
-            body = crate::routes::ErrorBody),
-        NoPluginAdmin,
-        Guarded,
+        PluginRefused,
     )
 )]
 pub(crate) async fn reload_one(

@@ -24,6 +24,34 @@ pub(crate) enum NoPluginAdmin {
     Unavailable(ErrorBody),
 }
 
+/// Why a change to one plugin was refused, besides the answers of every
+/// guarded route.
+#[derive(utoipa::IntoResponses)]
+#[allow(dead_code)] // documentation only: the variants name the answers
+pub(crate) enum PluginRefused {
+    /// No such plugin.
+    #[response(status = 404, description = "Not found (or not the caller's)")]
+    NotFound(ErrorBody),
+    /// Its manifest does not parse.
+    #[response(status = 409, description = "The plugin's manifest does not parse")]
+    Conflict(ErrorBody),
+    /// No plugin administration here.
+    #[response(
+        status = 503,
+        description = "No session engine or plugin administration on this node, or it is stopping"
+    )]
+    Unavailable(ErrorBody),
+    /// Credentials missing or invalid.
+    #[response(status = 401, description = "Missing or invalid credentials")]
+    Unauthorized(ErrorBody),
+    /// The scope or a permission is missing.
+    #[response(status = 403, description = "Scope or permission missing")]
+    Forbidden(ErrorBody),
+    /// Per-address rate limit (`[ratelimit] enabled`).
+    #[response(status = 429, description = "Rate limit exceeded (Retry-After)")]
+    RateLimited(crate::routes::RetryBody),
+}
+
 /// Access mode of a filesystem capability.
 #[derive(Serialize, ToSchema)]
 #[serde(rename_all = "kebab-case")]
