@@ -32,15 +32,6 @@ impl PgStore {
         Ok(Self { pool })
     }
 
-    /// A transaction for one `… RETURNING` write: PostgreSQL commits those
-    /// on its own, so this is a plain read-committed transaction (no
-    /// serialization failures on a busy row), kept for symmetry with SQLite.
-    pub(crate) async fn begin_returning(
-        &self,
-    ) -> Result<sqlx::Transaction<'static, sqlx::Postgres>> {
-        Ok(self.pool.begin().await?)
-    }
-
     /// Write transactions read a consistent snapshot (forks copy one).
     pub(crate) async fn begin_write(&self) -> Result<sqlx::Transaction<'static, sqlx::Postgres>> {
         Ok(self

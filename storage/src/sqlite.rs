@@ -56,14 +56,6 @@ impl SqliteStore {
         Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
     }
 
-    /// A transaction for one `… RETURNING` write. SQLite commits an
-    /// autocommit statement only when it is reset, and sqlx keeps a finished
-    /// `RETURNING` statement un-reset in its cache, so without an explicit
-    /// COMMIT another connection may not see the write yet (sqlx#3430).
-    pub(crate) async fn begin_returning(&self) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>> {
-        self.begin_write().await
-    }
-
     pub(crate) async fn search_impl(
         &self,
         tokens: &[String],

@@ -353,8 +353,9 @@ async fn bad_input_gets_typed_errors(h: Harness) {
 }
 
 /// Every write that answers with its row (`… RETURNING`) is committed when it
-/// returns: a read on any other pooled connection sees it. (SQLite only
-/// commits an autocommit statement when it is reset, which sqlx may delay.)
+/// returns: reads on the other pooled connections see it at once. (SQLite
+/// commits an autocommit statement only when the statement is reset; this
+/// holds the driver to doing that before it answers.)
 async fn a_returned_write_is_visible_on_every_connection(h: Harness) {
     let db = &h.db;
     let ws = published(db, None).await;

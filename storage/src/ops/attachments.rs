@@ -65,7 +65,6 @@ macro_rules! impl_attachment_store {
                 a: &$crate::types::NewAttachment,
             ) -> $crate::error::Result<$crate::types::Attachment> {
                 $crate::ops::attachments::check_attachment(a)?;
-                let mut tx = self.begin_returning().await?;
                 let row = sqlx::query(concat!(
                     "INSERT INTO attachments (attachment_id, ws_id, user_id, filename, mime_type, kind, size_bytes, content, created) \
                      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING ",
@@ -80,7 +79,7 @@ macro_rules! impl_attachment_store {
                 .bind(a.content.len() as i64)
                 .bind(&a.content)
                 .bind($crate::util::now())
-                .fetch_one(&mut *tx)
+                .fetch_one(&self.pool)
                 .await
                 .map_err(|e| match &e {
                     sqlx::Error::Database(d) if d.is_foreign_key_violation() => {
@@ -88,7 +87,6 @@ macro_rules! impl_attachment_store {
                     }
                     _ => e.into(),
                 })?;
-                tx.commit().await?;
                 Self::attachment_from_row(&row)
             }
 

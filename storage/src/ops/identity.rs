@@ -79,7 +79,6 @@ macro_rules! impl_identity_store {
                         "username must be 1-128 characters without spaces or control characters".into(),
                     ));
                 }
-                let mut tx = self.begin_returning().await?;
                 let row = sqlx::query(concat!(
                     "INSERT INTO users (user_id, username, display_name, password_hash, role, created) \
                      VALUES ($1, $2, $3, $4, $5, $6) RETURNING ",
@@ -91,10 +90,9 @@ macro_rules! impl_identity_store {
                 .bind(password_hash)
                 .bind(role)
                 .bind($crate::util::now())
-                .fetch_one(&mut *tx)
+                .fetch_one(&self.pool)
                 .await
                 .map_err(|e| $crate::error::classify(e, username))?;
-                tx.commit().await?;
                 Self::user_from_row(&row)
             }
 
@@ -154,7 +152,6 @@ macro_rules! impl_identity_store {
                     )));
                 }
                 let raw = format!("ts_{}", $crate::util::random_hex(32));
-                let mut tx = self.begin_returning().await?;
                 let row = sqlx::query(concat!(
                     "INSERT INTO api_tokens (token_id, token_hash, token_prefix, user_id, name, scopes, created, expires) \
                      VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING ",
@@ -168,10 +165,9 @@ macro_rules! impl_identity_store {
                 .bind(scopes.join(","))
                 .bind($crate::util::now())
                 .bind(expires)
-                .fetch_one(&mut *tx)
+                .fetch_one(&self.pool)
                 .await
                 .map_err(|e| $crate::error::classify_user(e, user_id))?;
-                tx.commit().await?;
                 Ok((raw, Self::token_from_row(&row)?))
             }
 
@@ -182,16 +178,14 @@ macro_rules! impl_identity_store {
                 if !raw.starts_with("ts_") || raw.len() != 67 {
                     return Ok(None);
                 }
-                let mut tx = self.begin_returning().await?;
                 let row = sqlx::query(concat!(
                     "UPDATE api_tokens SET last_used = $2 WHERE token_hash = $1 AND (expires IS NULL OR expires > $2) RETURNING ",
                     $crate::ops::identity::api_token_columns!()
                 ))
                 .bind($crate::ops::identity::token_hash(raw))
                 .bind($crate::util::now())
-                .fetch_optional(&mut *tx)
+                .fetch_optional(&self.pool)
                 .await?;
-                tx.commit().await?;
                 let Some(row) = row else { return Ok(None) };
                 let token = Self::token_from_row(&row)?;
                 Ok(self.get_user(&token.user_id).await?.map(|u| (token, u)))

@@ -103,7 +103,6 @@ macro_rules! impl_memory_store {
             ) -> $crate::error::Result<$crate::types::Memory> {
                 let (ty, scope) = $crate::ops::memories::check_memory(m)?;
                 let now = $crate::util::now();
-                let mut tx = self.begin_returning().await?;
                 let row = sqlx::query(concat!(
                     "INSERT INTO structured_memories (memory_id, name, description, type, scope, scope_id, content, created, updated) \
                      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8) \
@@ -119,9 +118,8 @@ macro_rules! impl_memory_store {
                 .bind(&m.scope_id)
                 .bind(&m.content)
                 .bind(&now)
-                .fetch_one(&mut *tx)
+                .fetch_one(&self.pool)
                 .await?;
-                tx.commit().await?;
                 Self::memory_from_row(&row)
             }
 
@@ -131,7 +129,6 @@ macro_rules! impl_memory_store {
                 scope: &str,
                 scope_id: &str,
             ) -> $crate::error::Result<Option<$crate::types::Memory>> {
-                let mut tx = self.begin_returning().await?;
                 let row = sqlx::query(concat!(
                     "UPDATE structured_memories SET access_count = access_count + 1, last_accessed = $4 \
                      WHERE name = $1 AND scope = $2 AND scope_id = $3 RETURNING ",
@@ -141,9 +138,8 @@ macro_rules! impl_memory_store {
                 .bind(scope)
                 .bind(scope_id)
                 .bind($crate::util::now())
-                .fetch_optional(&mut *tx)
+                .fetch_optional(&self.pool)
                 .await?;
-                tx.commit().await?;
                 row.as_ref().map(Self::memory_from_row).transpose()
             }
 

@@ -10,7 +10,6 @@ macro_rules! impl_ops_store {
         #[async_trait::async_trait]
         impl $crate::backend::OpsStore for $store {
             async fn append_audit(&self, e: &$crate::types::AuditEntry) -> $crate::error::Result<i64> {
-                let mut tx = self.begin_returning().await?;
                 let id = sqlx::query_scalar(
                     "INSERT INTO audit_log (timestamp, user_id, action, target, detail, ip) VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
                 )
@@ -20,9 +19,8 @@ macro_rules! impl_ops_store {
                 .bind(&e.target)
                 .bind(&e.detail)
                 .bind(&e.ip)
-                .fetch_one(&mut *tx)
+                .fetch_one(&self.pool)
                 .await?;
-                tx.commit().await?;
                 Ok(id)
             }
 

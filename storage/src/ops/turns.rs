@@ -186,9 +186,8 @@ macro_rules! impl_turn_store {
                 turn: &$crate::types::NewTurn,
             ) -> $crate::error::Result<i64> {
                 turn.validate()?;
-                let mut tx = self.begin_returning().await?;
-                let ids = Self::insert_turns(&mut *tx, ws_id, std::slice::from_ref(turn)).await?;
-                tx.commit().await?;
+                let mut conn = self.pool.acquire().await?;
+                let ids = Self::insert_turns(&mut conn, ws_id, std::slice::from_ref(turn)).await?;
                 ids.first().copied().ok_or_else(|| {
                     $crate::error::StorageError::UnknownWorkstream(ws_id.to_string())
                 })

@@ -413,26 +413,22 @@ macro_rules! impl_workstream_store {
                 retention: Option<std::time::Duration>,
                 empty_grace: std::time::Duration,
             ) -> $crate::error::Result<Vec<String>> {
-                let mut tx = self.begin_returning().await?;
                 let mut removed: Vec<String> = sqlx::query_scalar(
                     "DELETE FROM workstreams WHERE state <> 'creating' AND alias IS NULL AND updated < $1 \
                      AND NOT EXISTS (SELECT 1 FROM conversations c WHERE c.ws_id = workstreams.ws_id) RETURNING ws_id",
                 )
                 .bind($crate::util::ago(empty_grace))
-                .fetch_all(&mut *tx)
+                .fetch_all(&self.pool)
                 .await?;
-                tx.commit().await?;
                 if let Some(r) = retention {
-                    let mut tx = self.begin_returning().await?;
                     let old: Vec<String> = sqlx::query_scalar(
                         "DELETE FROM workstreams WHERE state <> 'creating' AND alias IS NULL AND \
                          COALESCE((SELECT MAX(c.timestamp) FROM conversations c WHERE c.ws_id = workstreams.ws_id), updated) < $1 \
                          RETURNING ws_id",
                     )
                     .bind($crate::util::ago(r))
-                    .fetch_all(&mut *tx)
+                    .fetch_all(&self.pool)
                     .await?;
-                    tx.commit().await?;
                     removed.extend(old);
                 }
                 removed.sort();

@@ -9,13 +9,11 @@
 //! few seconds. The node that made the change applies it before answering.
 
 mod admin;
-mod view;
 
 pub use admin::{
     Actor, AdminError, AdminOptions, PluginAdmin, PluginStore, install_plugin, subtract,
     uninstall_plugin,
 };
-pub use view::plugin_view;
 
 use std::collections::BTreeMap;
 use turnstone_runtime::Capabilities;
