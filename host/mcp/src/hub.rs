@@ -1,0 +1,353 @@
+//! Every MCP server of a host: started in the background (never delaying
+//! start-up), looked up by prefixed tool name, resource URI or prompt name,
+//! enabled, disabled and reloaded at run time.
+
+use crate::config::{ConfigError, McpConfig, ServerConfig};
+use crate::connect::ServerEnv;
+use crate::grants::Origin;
+use crate::server::{McpServer, McpTool, ServerState};
+use rmcp::model::Prompt;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+use tokio::sync::watch;
+use turnstone_runtime::Capabilities;
+
+/// The prefix of every MCP tool name.
+pub const PREFIX: &str = "mcp__";
+
+/// Splits `mcp__{server}__{name}`.
+pub fn split_prefixed(name: &str) -> Option<(&str, &str)> {
+    name.strip_prefix(PREFIX)?
+        .split_once("__")
+        .filter(|(s, t)| !s.is_empty() && !t.is_empty())
+}
+
+/// Counts for `/health` (its `mcp` field) and `node_snapshot`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Summary {
+    /// Configured servers (disabled ones included).
+    pub servers: usize,
+    /// Connected now.
+    pub connected: usize,
+    /// Tools of connected servers.
+    pub tools: usize,
+    /// Resources and templates.
+    pub resources: usize,
+    /// Prompts.
+    pub prompts: usize,
+}
+
+/// The servers of one host.
+pub struct McpHub {
+    servers: RwLock<BTreeMap<String, Arc<McpServer>>>,
+    grants: RwLock<BTreeMap<String, Capabilities>>,
+    changed: watch::Sender<u64>,
+    env: ServerEnv,
+    timeout: Duration,
+}
+
+impl McpHub {
+    /// A hub with no servers.
+    pub fn empty(env: ServerEnv) -> Arc<Self> {
+        Arc::new(Self {
+            servers: RwLock::default(),
+            grants: RwLock::default(),
+            changed: watch::channel(0).0,
+            env,
+            timeout: crate::config::DEFAULT_CALL_TIMEOUT,
+        })
+    }
+
+    /// Starts every server of `cfg` in the background (call inside a tokio
+    /// runtime). `grants` are `[plugins.grants]`; a server without an entry
+    /// there gets the default of its origin (see [`crate::grants`]).
+    pub fn start(
+        cfg: &McpConfig,
+        grants: &BTreeMap<String, Capabilities>,
+        env: ServerEnv,
+    ) -> Result<Arc<Self>, ConfigError> {
+        cfg.validate()?;
+        let hub = Arc::new(Self {
+            servers: RwLock::default(),
+            grants: RwLock::new(grants.clone()),
+            changed: watch::channel(0).0,
+            env,
+            timeout: cfg.call_timeout(),
+        });
+        for (name, server) in &cfg.servers {
+            hub.add(name, server.clone(), Origin::Config)?;
+        }
+        Ok(hub)
+    }
+
+    /// Adds (or replaces) server `name` and starts it unless disabled.
+    pub fn add(&self, name: &str, config: ServerConfig, origin: Origin) -> Result<(), ConfigError> {
+        let grant = read(&self.grants).get(name).cloned();
+        let disabled = config.disabled;
+        let server = Arc::new(McpServer::new(
+            name,
+            config,
+            origin,
+            grant.as_ref(),
+            &self.env,
+            self.timeout,
+            self.changed.clone(),
+        )?);
+        if disabled {
+            server.stop();
+        } else {
+            tokio::spawn(server.clone().supervise());
+        }
+        let old = self
+            .servers
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(name.to_string(), server);
+        if let Some(old) = old {
+            old.stop();
+        }
+        self.changed.send_modify(|g| *g += 1);
+        Ok(())
+    }
+
+    /// Removes server `name`; false when there was none.
+    pub fn remove(&self, name: &str) -> bool {
+        let old = self
+            .servers
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(name);
+        match old {
+            Some(s) => {
+                s.stop();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Enables or disables server `name`; false when there is none.
+    pub fn set_enabled(&self, name: &str, enabled: bool) -> Result<bool, ConfigError> {
+        let Some(server) = self.server(name) else {
+            return Ok(false);
+        };
+        let running = server.state() != ServerState::Disabled;
+        if running == enabled {
+            return Ok(true);
+        }
+        let mut config = server.config.clone();
+        config.disabled = !enabled;
+        self.add(name, config, server.origin)?;
+        Ok(true)
+    }
+
+    /// Drops the connection of `name` and connects again; false when unknown.
+    pub fn reload(&self, name: &str) -> bool {
+        match self.server(name) {
+            Some(s) => {
+                s.reconnect();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Stops every server.
+    pub fn shutdown(&self) {
+        for s in self.servers() {
+            s.stop();
+        }
+    }
+
+    /// Every server, by name.
+    pub fn servers(&self) -> Vec<Arc<McpServer>> {
+        read(&self.servers).values().cloned().collect()
+    }
+
+    /// A server by name.
+    pub fn server(&self, name: &str) -> Option<Arc<McpServer>> {
+        read(&self.servers).get(name).cloned()
+    }
+
+    /// Tools of every connected server, in server order.
+    pub fn tools(&self) -> Vec<(Arc<McpServer>, McpTool)> {
+        self.servers()
+            .into_iter()
+            .flat_map(|s| {
+                let cat = s.catalog();
+                cat.tools
+                    .iter()
+                    .map(|t| (s.clone(), t.clone()))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    /// The server and tool behind `mcp__{server}__{tool}`.
+    pub fn tool(&self, prefixed: &str) -> Option<(Arc<McpServer>, McpTool)> {
+        let (server, tool) = split_prefixed(prefixed)?;
+        let s = self.server(server)?;
+        let t = s.catalog().tools.iter().find(|t| t.name == tool).cloned()?;
+        Some((s, t))
+    }
+
+    /// Whether some server offers resources / prompts.
+    pub fn offers(&self) -> (bool, bool) {
+        let mut r = false;
+        let mut p = false;
+        for s in self.servers() {
+            let c = s.catalog();
+            r |= !c.resources.is_empty() || !c.templates.is_empty();
+            p |= !c.prompts.is_empty();
+        }
+        (r, p)
+    }
+
+    /// The server serving `uri`: the one listing it, else the one whose
+    /// template matches, else the only server with resources.
+    pub fn resource_owner(&self, uri: &str) -> Option<Arc<McpServer>> {
+        let servers = self.servers();
+        if let Some(s) = servers
+            .iter()
+            .find(|s| s.catalog().resources.iter().any(|r| r.uri == uri))
+        {
+            return Some(s.clone());
+        }
+        if let Some(s) = servers.iter().find(|s| {
+            s.catalog()
+                .templates
+                .iter()
+                .any(|t| template_matches(&t.uri_template, uri))
+        }) {
+            return Some(s.clone());
+        }
+        let with: Vec<_> = servers
+            .into_iter()
+            .filter(|s| {
+                let c = s.catalog();
+                !c.resources.is_empty() || !c.templates.is_empty()
+            })
+            .collect();
+        (with.len() == 1).then(|| with[0].clone())
+    }
+
+    /// The server and prompt behind `mcp__{server}__{prompt}`.
+    pub fn prompt(&self, prefixed: &str) -> Option<(Arc<McpServer>, Prompt)> {
+        let (server, prompt) = split_prefixed(prefixed)?;
+        let s = self.server(server)?;
+        let p = s
+            .catalog()
+            .prompts
+            .iter()
+            .find(|p| p.name == prompt)
+            .cloned()?;
+        Some((s, p))
+    }
+
+    /// A receiver that changes whenever a catalogue or a connection changes.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+
+    /// Bumped on every change.
+    pub fn generation(&self) -> u64 {
+        *self.changed.borrow()
+    }
+
+    /// Counts for `/health`.
+    pub fn summary(&self) -> Summary {
+        let mut out = Summary::default();
+        for s in self.servers() {
+            out.servers += 1;
+            if s.state() == ServerState::Connected {
+                out.connected += 1;
+            }
+            let c = s.catalog();
+            out.tools += c.tools.len();
+            out.resources += c.resources.len() + c.templates.len();
+            out.prompts += c.prompts.len();
+        }
+        out
+    }
+
+    /// Waits until server `name` is connected (tests, `turnstone tool`), or
+    /// gives up after `within`; returns its state then.
+    pub async fn wait_connected(&self, name: &str, within: Duration) -> Option<ServerState> {
+        let mut rx = self.subscribe();
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let state = self.server(name)?.state();
+            if state == ServerState::Connected {
+                return Some(state);
+            }
+            if tokio::time::timeout_at(deadline, rx.changed())
+                .await
+                .is_err()
+            {
+                return Some(state);
+            }
+        }
+    }
+}
+
+/// RFC 6570 level-1 matching: `{var}` stands for one or more characters
+/// other than `/`; `{+var}` for anything.
+pub fn template_matches(template: &str, uri: &str) -> bool {
+    fn go(t: &str, u: &str) -> bool {
+        match t.find('{') {
+            None => t == u,
+            Some(open) => {
+                let (lit, rest) = t.split_at(open);
+                let Some(u) = u.strip_prefix(lit) else {
+                    return false;
+                };
+                let Some(close) = rest.find('}') else {
+                    return false;
+                };
+                let reserved = rest[1..close].starts_with('+');
+                let after = &rest[close + 1..];
+                // Try every split of the variable's text, shortest first.
+                (1..=u.len()).any(|n| {
+                    u.is_char_boundary(n)
+                        && (reserved || !u[..n].contains('/'))
+                        && go(after, &u[n..])
+                })
+            }
+        }
+    }
+    go(template, uri)
+}
+
+fn read<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    l.read().unwrap_or_else(|p| p.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefixed_names_split_at_the_first_delimiter_after_the_server() {
+        assert_eq!(split_prefixed("mcp__gh__search"), Some(("gh", "search")));
+        assert_eq!(split_prefixed("mcp__gh__a__b"), Some(("gh", "a__b")));
+        assert_eq!(split_prefixed("mcp__gh"), None);
+        assert_eq!(split_prefixed("bash"), None);
+        assert_eq!(split_prefixed("mcp____x"), None);
+    }
+
+    #[test]
+    fn templates_match_level_one_uris() {
+        let t = "demo://resource/dynamic/text/{index}";
+        assert!(template_matches(t, "demo://resource/dynamic/text/7"));
+        assert!(!template_matches(t, "demo://resource/dynamic/text/"));
+        assert!(!template_matches(t, "demo://resource/dynamic/text/7/x"));
+        assert!(!template_matches(t, "demo://resource/dynamic/blob/7"));
+        assert!(template_matches(
+            "db://{table}/rows/{id}",
+            "db://users/rows/3"
+        ));
+        assert!(template_matches("file://{+path}", "file://a/b/c"));
+    }
+}

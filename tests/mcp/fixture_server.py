@@ -1,0 +1,77 @@
+"""A small MCP server for Turnstone's tests, written with the PyPI `mcp` package.
+
+Run: python fixture_server.py [stdio | http PORT]
+
+Tools:
+  env_names          the names of the environment variables this process sees
+  echo(text)         echoes text
+  slow(seconds)      sleeps, reporting progress every 0.1 s; returns "done"
+  die                exits the process mid-call (a crashed server)
+  fail(message)      a tool error (isError = true)
+  add_tool(name)     registers a tool `name` and announces notifications/tools/list_changed
+A marker file named by $FIXTURE_STARTS (when set) gets one line per start,
+so a test can count restarts.
+"""
+
+import asyncio
+import os
+import sys
+
+from mcp.server.mcpserver import Context, MCPServer
+
+server = MCPServer("turnstone-fixture")
+
+
+@server.tool(description="The names of the environment variables this server process sees.")
+def env_names() -> str:
+    return "\n".join(sorted(os.environ))
+
+
+@server.tool(description="Echo the text back.")
+def echo(text: str) -> str:
+    return text
+
+
+@server.tool(description="Sleep for the given seconds, reporting progress.")
+async def slow(seconds: float, ctx: Context) -> str:
+    steps = max(1, int(seconds * 10))
+    for i in range(steps):
+        await ctx.report_progress(i + 1, steps, f"step {i + 1}/{steps}")
+        await asyncio.sleep(0.1)
+    return "done"
+
+
+@server.tool(description="Exit the server process in the middle of the call.")
+def die() -> str:
+    os._exit(3)
+
+
+@server.tool(description="Fail with the given message.")
+def fail(message: str) -> str:
+    raise ValueError(message)
+
+
+@server.tool(description="Register a new tool and announce the changed tool list.")
+async def add_tool(name: str, ctx: Context) -> str:
+    def added() -> str:
+        return f"{name} says hello"
+
+    server.add_tool(added, name=name, description=f"A tool added at run time ({name}).")
+    await ctx.notify_tools_changed()
+    return f"added {name}"
+
+
+def main() -> None:
+    marker = os.environ.get("FIXTURE_STARTS")
+    if marker:
+        with open(marker, "a") as f:
+            f.write("start\n")
+    mode = sys.argv[1] if len(sys.argv) > 1 else "stdio"
+    if mode == "http":
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    else:
+        server.run("stdio")
+
+
+if __name__ == "__main__":
+    main()
