@@ -18,6 +18,7 @@ import os
 import sys
 
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 
 server = MCPServer("turnstone-fixture")
 
@@ -48,7 +49,7 @@ def die() -> str:
 
 @server.tool(description="Fail with the given message.")
 def fail(message: str) -> str:
-    raise ValueError(message)
+    raise ToolError(message)
 
 
 @server.tool(description="Register a new tool and announce the changed tool list.")
@@ -57,7 +58,9 @@ async def add_tool(name: str, ctx: Context) -> str:
         return f"{name} says hello"
 
     server.add_tool(added, name=name, description=f"A tool added at run time ({name}).")
-    await ctx.notify_tools_changed()
+    # A session on a 2025 protocol revision hears list changes this way
+    # (ctx.notify_tools_changed only reaches 2026 `subscriptions/listen` streams).
+    await ctx.session.send_tool_list_changed()
     return f"added {name}"
 
 

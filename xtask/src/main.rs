@@ -201,6 +201,7 @@ fn test(extra: &[String]) -> Result<()> {
             .current_dir(&browser))?;
     }
     install_schemathesis(&root)?;
+    install_mcp_peers(&root)?;
     run(cargo()
         .args(["test", "--workspace"])
         .args(extra)
@@ -233,6 +234,37 @@ fn install_schemathesis(root: &Path) -> Result<()> {
     let wanted = std::fs::read_to_string(&pins).context("reading the schemathesis pins")?;
     if std::fs::read_to_string(&stamp).ok().as_deref() == Some(wanted.as_str())
         && venv.join("bin/schemathesis").is_file()
+    {
+        return Ok(());
+    }
+    run(Command::new("python3").args(["-m", "venv"]).arg(&venv))?;
+    run(Command::new(venv.join("bin/pip"))
+        .args(["install", "--quiet", "--disable-pip-version-check", "-r"])
+        .arg(&pins))?;
+    std::fs::write(&stamp, wanted)?;
+    Ok(())
+}
+
+/// Real MCP peers for the MCP tests: npm `@modelcontextprotocol/server-everything`
+/// (pinned in `tests/mcp/package-lock.json`, into `tests/mcp/node_modules`) and
+/// the PyPI `mcp` SDK (pinned in `tests/mcp/requirements.txt`, into
+/// `target/mcp-venv`), where `turnstone-test-support::mcp` finds them.
+fn install_mcp_peers(root: &Path) -> Result<()> {
+    let dir = root.join("tests/mcp");
+    if !dir
+        .join("node_modules/@modelcontextprotocol/server-everything")
+        .is_dir()
+    {
+        run(Command::new("npm")
+            .args(["ci", "--no-audit", "--no-fund"])
+            .current_dir(&dir))?;
+    }
+    let pins = dir.join("requirements.txt");
+    let venv = root.join("target/mcp-venv");
+    let stamp = venv.join("requirements.installed");
+    let wanted = std::fs::read_to_string(&pins).context("reading the MCP pins")?;
+    if std::fs::read_to_string(&stamp).ok().as_deref() == Some(wanted.as_str())
+        && venv.join("bin/python").is_file()
     {
         return Ok(());
     }

@@ -158,6 +158,9 @@ pub async fn http(
         .map_err(|d| format!("{d}"))?;
     turnstone_runtime::netguard::check_url_authority(spec.url.as_str())
         .map_err(|e| e.to_string())?;
+    // reqwest is built without a default provider; the host installs ring at
+    // start-up, and this makes a library user (a test) safe too.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let mut builder = reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(10))
         // A redirect could lead anywhere; the grant names one endpoint.

@@ -536,10 +536,11 @@ impl McpServer {
         let peer = self.peer.read().unwrap_or_else(|p| p.into_inner()).clone();
         match peer {
             Some(p) if !p.is_transport_closed() => Ok(p),
-            _ => {
-                let reason = match lock(&self.state).clone() {
-                    ServerState::Failed { reason } => reason,
-                    other => other.label().to_string(),
+            other => {
+                let reason = match (other.is_some(), lock(&self.state).clone()) {
+                    (true, _) => "its connection closed; reconnecting".to_string(),
+                    (false, ServerState::Failed { reason }) => reason,
+                    (false, state) => state.label().to_string(),
                 };
                 let e = McpCallError::NotConnected {
                     server: self.name.clone(),

@@ -13,6 +13,7 @@
 //! Modelled on codex-rs `core/tests/common`; written for this code base.
 
 pub mod engine;
+pub mod mcp;
 mod recorder;
 pub mod server;
 

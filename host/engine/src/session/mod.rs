@@ -4,6 +4,7 @@
 
 mod compact;
 mod edit;
+mod mcp;
 mod model_access;
 mod queue;
 mod stream;
@@ -151,6 +152,8 @@ pub struct SessionConfig {
     pub auto_compact_pct: u8,
     /// Named in every `state_change` (the workstream's owner).
     pub acting_user_id: Option<String>,
+    /// `[tools] search`: deferring MCP tools behind `tool_search`.
+    pub tool_search: turnstone_mcp::search::SearchSettings,
 }
 
 impl SessionConfig {
@@ -164,6 +167,7 @@ impl SessionConfig {
             retry_base: std::time::Duration::from_secs(1),
             auto_compact_pct: 80,
             acting_user_id: None,
+            tool_search: Default::default(),
         }
     }
 }
@@ -234,6 +238,10 @@ pub struct ChatSession {
     live: Option<(Arc<crate::models::LiveModels>, Option<String>)>,
     /// Counters the `status` event reports.
     usage: Usage,
+    /// MCP servers whose tools join the session's.
+    mcp: Option<Arc<turnstone_mcp::McpHub>>,
+    /// Deferred tools found by `tool_search`: visible from then on.
+    found_tools: HashSet<String>,
 }
 
 /// What `status` reports besides the latest call's tokens.
@@ -272,7 +280,16 @@ impl ChatSession {
             stream_started: false,
             live: None,
             usage: Usage::default(),
+            mcp: None,
+            found_tools: HashSet::new(),
         }
+    }
+
+    /// Adds the tools of these MCP servers (live: a list change applies to
+    /// the next model request).
+    pub fn with_mcp(mut self, hub: Arc<turnstone_mcp::McpHub>) -> Self {
+        self.mcp = Some(hub);
+        self
     }
 
     /// Models to fall back to, in order, when the primary is unreachable.

@@ -37,8 +37,15 @@ impl ToolOutputSink for ChunkForwarder {
     }
 }
 
-/// A prepared call ready to execute: its plugin and normalised arguments.
-type Runnable = (Arc<LoadedPlugin>, String);
+/// A prepared call ready to execute.
+enum Runnable {
+    /// A tool component with normalised arguments.
+    Component(Arc<LoadedPlugin>, String),
+    /// An MCP request.
+    Mcp(super::mcp::McpRun),
+    /// Already answered while preparing (`tool_search`).
+    Done(String, bool),
+}
 
 /// Each result may use at least this many characters, however full the window.
 const MIN_RESULT_BUDGET_CHARS: usize = 2_000;
@@ -53,6 +60,13 @@ impl ChatSession {
     }
 
     pub(super) fn tool_definitions(&self) -> Vec<wit::ToolDefinition> {
+        let mut defs = self.component_definitions();
+        let extra = self.mcp_definitions(defs.len());
+        defs.extend(extra);
+        defs
+    }
+
+    fn component_definitions(&self) -> Vec<wit::ToolDefinition> {
         self.tools
             .snapshot()
             .tools()
@@ -102,6 +116,29 @@ impl ChatSession {
                 needs_approval: false,
                 error: None,
             };
+            if call.name == super::mcp::TOOL_SEARCH && self.mcp.is_some() {
+                let (out, is_error) = self.run_tool_search(&call.arguments);
+                prepared.push((item, Some(Runnable::Done(out, is_error))));
+                continue;
+            }
+            if registry.tool(&call.name).is_none() && self.is_mcp_call(&call.name) {
+                let p = self.prepare_mcp(&call.name, &call.arguments);
+                item.header = p.header;
+                item.preview = p.preview;
+                match p.run {
+                    Ok(run) => {
+                        item.needs_approval = p.needs_approval
+                            && !self.cfg.skip_permissions
+                            && !self.always.contains(&call.name);
+                        prepared.push((item, Some(Runnable::Mcp(run))));
+                    }
+                    Err(e) => {
+                        item.error = Some(e);
+                        prepared.push((item, None));
+                    }
+                }
+                continue;
+            }
             let Some((plugin, spec)) = registry.tool(&call.name) else {
                 item.error = Some(match registry.retired_tool(&call.name) {
                     Some(plugin) => format!(
@@ -132,7 +169,7 @@ impl ChatSession {
                     item.needs_approval = p.needs_approval
                         && !self.cfg.skip_permissions
                         && !self.always.contains(&call.name);
-                    prepared.push((item, Some((plugin.clone(), args))));
+                    prepared.push((item, Some(Runnable::Component(plugin.clone(), args))));
                 }
                 Ok(Err(refusal)) => {
                     item.error = Some(tool_error_text(&refusal));
@@ -225,7 +262,34 @@ impl ChatSession {
                             "The user denied this tool call; it did not run.".to_string(),
                             true,
                         )
-                    } else if let Some((plugin, args)) = runnable {
+                    } else if let Some(Runnable::Done(out, is_error)) = runnable {
+                        (out, is_error)
+                    } else if let Some(Runnable::Mcp(run)) = runnable {
+                        let permit = tokio::select! {
+                            p = gate.acquire() => p.ok(),
+                            () = token.cancelled() => None,
+                        };
+                        if permit.is_none() || token.is_cancelled() {
+                            effect = Some(EffectStatus::None);
+                            (NOT_STARTED.to_string(), true)
+                        } else {
+                            let events = events.clone();
+                            let call_id = call.id.clone();
+                            let progress = move |m: String| {
+                                events.emit(Event::ToolOutputChunk(ToolOutputChunk {
+                                    call_id: call_id.clone(),
+                                    chunk: format!("{m}\n"),
+                                }));
+                            };
+                            let o = super::mcp::run_mcp(run, &token, &progress).await;
+                            if o.cancelled {
+                                effect = Some(EffectStatus::Unknown);
+                                (CANCELLED_UNKNOWN.to_string(), true)
+                            } else {
+                                (truncate_output(&o.output, limit).into_owned(), o.is_error)
+                            }
+                        }
+                    } else if let Some(Runnable::Component(plugin, args)) = runnable {
                         let permit = tokio::select! {
                             p = gate.acquire() => p.ok(),
                             () = token.cancelled() => None,
