@@ -31,6 +31,10 @@ pub struct PluginFlags {
     pub cache_dir: Option<PathBuf>,
     /// `--tool-timeout` (bash default, seconds).
     pub tool_timeout: Option<u64>,
+    /// `--mcp-config`: an `mcpServers` JSON file.
+    pub mcp_config: Option<PathBuf>,
+    /// `--tool-search`.
+    pub tool_search: Option<turnstone_mcp::search::SearchMode>,
 }
 
 /// Flags that shape chat sessions.
@@ -64,6 +68,10 @@ pub struct Loaded {
     pub options: LoadOptions,
     /// Counters and key-value namespaces kept across plugin versions.
     pub shared: Arc<Shared>,
+    /// MCP servers (connecting in the background).
+    pub mcp: Arc<turnstone_mcp::McpHub>,
+    /// Tool search settings for sessions.
+    pub tool_search: turnstone_mcp::search::SearchSettings,
 }
 
 impl Loaded {
@@ -147,6 +155,21 @@ pub async fn load_plugins(
         },
         ..Default::default()
     };
+    let mut mcp_cfg = cfg.mcp.clone();
+    if let Some(path) = &flags.mcp_config {
+        mcp_cfg.merge_json_file(path)?;
+    }
+    // Servers connect in the background: start-up never waits for them.
+    let mcp = turnstone_mcp::McpHub::start(
+        &mcp_cfg,
+        &opts.config.grants,
+        turnstone_mcp::ServerEnv {
+            workspace: workspace.clone(),
+            secrets: opts.secrets.clone(),
+            network: opts.network.clone(),
+        },
+    )?;
+    let tool_search = cfg.tools.search_settings(flags.tool_search);
     let shared = Arc::new(Shared::default());
     let (reg, _) = turnstone_runtime::reconcile::build(
         &runtime,
@@ -165,6 +188,8 @@ pub async fn load_plugins(
             runtime: Arc::new(runtime),
             options: opts,
             shared,
+            mcp,
+            tool_search,
         },
         registry,
     ))
@@ -328,9 +353,11 @@ impl App {
         let cfg = SessionConfig {
             skip_permissions: self.flags.skip_permissions,
             tool_truncation: self.flags.tool_truncation,
+            tool_search: self.loaded.tool_search,
             ..SessionConfig::new(ws_id, self.loaded.workspace.clone())
         };
         let s = ChatSession::new(binding, self.loaded.live.clone(), sink, cfg)
+            .with_mcp(self.loaded.mcp.clone())
             .with_fallbacks(fallbacks)
             .with_live_models(self.models.clone(), None)
             .with_storage(self.storage.clone(), ws_id);

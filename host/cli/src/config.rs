@@ -28,6 +28,9 @@ pub struct HostConfig {
     /// `[ratelimit]`.
     #[serde(default)]
     pub ratelimit: turnstone_server::ratelimit::RateLimitConfig,
+    /// `[mcp]`: MCP servers and what `turnstone mcp` serves.
+    #[serde(default)]
+    pub mcp: turnstone_mcp::McpConfig,
     /// `[models.*]` and `[model]`.
     #[serde(flatten)]
     pub models: turnstone_engine::models::ModelsConfig,
@@ -119,9 +122,28 @@ pub struct ToolsConfig {
     /// Let web_fetch reach private networks (cloud metadata never).
     #[serde(default)]
     pub allow_private_network: bool,
+    /// `tool_search`: `auto` (on above `search_threshold` tools), `on`, `off`.
+    pub search: Option<turnstone_mcp::search::SearchMode>,
+    /// `auto` turns tool search on above this many tools (default 20).
+    pub search_threshold: Option<usize>,
+    /// Results per `tool_search` call (default 5).
+    pub search_max_results: Option<usize>,
 }
 
 impl ToolsConfig {
+    /// The tool search settings, `--tool-search` over `[tools] search`.
+    pub fn search_settings(
+        &self,
+        flag: Option<turnstone_mcp::search::SearchMode>,
+    ) -> turnstone_mcp::search::SearchSettings {
+        let d = turnstone_mcp::search::SearchSettings::default();
+        turnstone_mcp::search::SearchSettings {
+            mode: flag.or(self.search).unwrap_or(d.mode),
+            threshold: self.search_threshold.unwrap_or(d.threshold),
+            max_results: self.search_max_results.unwrap_or(d.max_results).max(1),
+        }
+    }
+
     /// Applies `[tools]` to the built-in tool plugins: their config values and,
     /// for `web`, a grant for the configured SearxNG host.
     pub fn apply(&self, plugins: &mut PluginsConfig) -> Result<()> {

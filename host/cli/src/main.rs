@@ -4,6 +4,7 @@ mod admin;
 mod app;
 mod config;
 mod markdown;
+mod mcp_cli;
 mod plugins_admin;
 mod plugins_cmd;
 mod repl;
@@ -40,6 +41,12 @@ struct Cli {
     /// Default bash timeout in seconds (1-600; overrides [tools] timeout).
     #[arg(long, global = true)]
     tool_timeout: Option<u64>,
+    /// MCP servers from a standard `{"mcpServers": {...}}` JSON file, added to [mcp.servers].
+    #[arg(long, global = true)]
+    mcp_config: Option<PathBuf>,
+    /// tool_search: auto (on above [tools] search_threshold tools, default 20), on, or off.
+    #[arg(long, global = true)]
+    tool_search: Option<turnstone_mcp::search::SearchMode>,
     /// Model API base URL (defines the `default` alias together with --model).
     #[arg(long, global = true)]
     base_url: Option<String>,
@@ -135,6 +142,8 @@ impl Cli {
             builtin_dir: self.builtin_dir.clone(),
             cache_dir: self.cache_dir.clone(),
             tool_timeout: self.tool_timeout,
+            mcp_config: self.mcp_config.clone(),
+            tool_search: self.tool_search,
         }
     }
 
@@ -186,13 +195,15 @@ async fn main() -> Result<()> {
                 None => Default::default(),
             };
             let (loaded, _) = app::load_plugins(&cli.plugin_flags(), None, &desired).await?;
+            // A listing shows MCP servers as they settle (connected or failed).
+            mcp_cli::settle(&loaded.mcp).await;
             let mut out = std::io::stdout().lock();
             match action {
                 PluginsAction::List { json } => {
-                    plugins_cmd::list(&loaded.registry(), *json, &mut out)?
+                    plugins_cmd::list(&loaded.registry(), &loaded.mcp, *json, &mut out)?
                 }
                 PluginsAction::Info { name } => {
-                    plugins_cmd::info(&loaded.registry(), name, &mut out)?
+                    plugins_cmd::info(&loaded.registry(), &loaded.mcp, name, &mut out)?
                 }
                 PluginsAction::Admin(_) => {}
             }
@@ -200,8 +211,13 @@ async fn main() -> Result<()> {
         Some(Command::Tool { name, args }) => {
             let (loaded, _) =
                 app::load_plugins(&cli.plugin_flags(), None, &Default::default()).await?;
-            let failed =
-                plugins_cmd::call_tool(&loaded.registry(), name, args, &loaded.workspace).await?;
+            let failed = if turnstone_mcp::hub::split_prefixed(name).is_some()
+                && loaded.registry().tool(name).is_none()
+            {
+                mcp_cli::call_tool(&loaded.mcp, name, args).await?
+            } else {
+                plugins_cmd::call_tool(&loaded.registry(), name, args, &loaded.workspace).await?
+            };
             if failed {
                 std::process::exit(1);
             }

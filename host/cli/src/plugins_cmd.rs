@@ -111,13 +111,19 @@ fn entry_json(e: &PluginEntry) -> serde_json::Value {
 }
 
 /// `turnstone plugins list`.
-pub fn list(reg: &PluginRegistry, as_json: bool, out: &mut impl Write) -> Result<()> {
+pub fn list(
+    reg: &PluginRegistry,
+    mcp: &turnstone_mcp::McpHub,
+    as_json: bool,
+    out: &mut impl Write,
+) -> Result<()> {
     if as_json {
-        let all: Vec<_> = reg.entries().iter().map(entry_json).collect();
+        let mut all: Vec<_> = reg.entries().iter().map(entry_json).collect();
+        all.extend(mcp.servers().iter().map(|s| crate::mcp_cli::server_json(s)));
         writeln!(out, "{}", serde_json::to_string_pretty(&all)?)?;
         return Ok(());
     }
-    let rows: Vec<Row> = reg
+    let mut rows: Vec<Row> = reg
         .entries()
         .iter()
         .map(|e| {
@@ -144,6 +150,11 @@ pub fn list(reg: &PluginRegistry, as_json: bool, out: &mut impl Write) -> Result
             }
         })
         .collect();
+    // MCP servers are plugins of kind `mcp`, listed with the components.
+    rows.extend(mcp.servers().iter().map(|s| {
+        let (cells, tool_count) = crate::mcp_cli::row(s);
+        Row { cells, tool_count }
+    }));
     let columns = crossterm::terminal::size()
         .ok()
         .filter(|_| std::io::stdout().is_terminal())
@@ -214,8 +225,18 @@ fn write_table(mut rows: Vec<Row>, columns: Option<usize>, out: &mut impl Write)
 }
 
 /// `turnstone plugins info NAME`.
-pub fn info(reg: &PluginRegistry, name: &str, out: &mut impl Write) -> Result<()> {
+pub fn info(
+    reg: &PluginRegistry,
+    mcp: &turnstone_mcp::McpHub,
+    name: &str,
+    out: &mut impl Write,
+) -> Result<()> {
     let Some(e) = reg.entries().iter().find(|e| e.name() == name) else {
+        if let Some(s) = mcp.server(name) {
+            let v = crate::mcp_cli::server_json(&s);
+            writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
+            return Ok(());
+        }
         bail!("no plugin named {name:?} (see `turnstone plugins list`)");
     };
     let mut v = entry_json(e);

@@ -143,6 +143,8 @@ pub async fn run(
             tool_truncation: app.flags.tool_truncation,
             node_id: node_id.clone(),
             event_log: app.event_log.clone(),
+            mcp: Some(app.loaded.mcp.clone()),
+            tool_search: app.loaded.tool_search,
         },
         limits,
         metrics.clone(),

@@ -526,7 +526,7 @@ fn slash_commands_edit_the_conversation_and_report() {
     line(&mut p, "/plugins");
     p.expect("files").unwrap();
     line(&mut p, "/mcp");
-    p.expect("MCP is not supported yet").unwrap();
+    p.expect("No MCP servers are configured").unwrap();
     line(&mut p, "/frobnicate");
     p.expect("unknown command /frobnicate").unwrap();
     line(&mut p, "/help");

@@ -56,6 +56,10 @@ pub struct Deps {
     pub node_id: String,
     /// `--event-log`: every session event, as JSON lines.
     pub event_log: Option<turnstone_engine::event_log::EventLog>,
+    /// MCP servers whose tools every session gets.
+    pub mcp: Option<Arc<turnstone_mcp::McpHub>>,
+    /// Tool search settings.
+    pub tool_search: turnstone_mcp::search::SearchSettings,
 }
 
 /// Why a workstream could not be created or loaded.
@@ -350,9 +354,15 @@ impl Manager {
             skip_permissions: skip,
             tool_truncation: self.deps.tool_truncation,
             acting_user_id: user_id.map(String::from),
+            tool_search: self.deps.tool_search,
             ..SessionConfig::new(ws_id, self.deps.workspace.clone())
         };
-        let session = ChatSession::new(binding, self.deps.registry.clone(), sink, cfg)
+        let session = ChatSession::new(binding, self.deps.registry.clone(), sink, cfg);
+        let session = match &self.deps.mcp {
+            Some(hub) => session.with_mcp(hub.clone()),
+            None => session,
+        };
+        let session = session
             .with_fallbacks(fallbacks)
             .with_live_models(self.deps.models.clone(), Some(alias.to_string()))
             .with_storage(self.deps.db.clone(), ws_id);

@@ -66,7 +66,9 @@ impl Repl {
                 match self.app.storage.set_alias(&ws_id, Some(&alias)).await {
                     Ok(()) => {
                         self.slots[self.fg].name = alias.clone();
-                        self.info(&format!("named {alias} — `turnstone --resume {alias}` continues it"));
+                        self.info(&format!(
+                            "named {alias} — `turnstone --resume {alias}` continues it"
+                        ));
                     }
                     Err(e) => self.error(&e.to_string()),
                 }
@@ -126,7 +128,12 @@ impl Repl {
             }
             Command::Plugins => {
                 let mut buf = Vec::new();
-                match crate::plugins_cmd::list(&self.app.loaded.registry(), false, &mut buf) {
+                match crate::plugins_cmd::list(
+                    &self.app.loaded.registry(),
+                    &self.app.loaded.mcp,
+                    false,
+                    &mut buf,
+                ) {
                     Ok(()) => {
                         let text = String::from_utf8_lossy(&buf);
                         let lines: Vec<String> = text.lines().map(String::from).collect();
@@ -135,10 +142,17 @@ impl Repl {
                     Err(e) => self.error(&e.to_string()),
                 }
             }
-            Command::Mcp => self.info(
-                "MCP is not supported yet: no MCP servers can be configured or connected in this version. \
-                 It is planned (an rmcp client whose tools join the tool list).",
-            ),
+            Command::Mcp => {
+                let mut buf = Vec::new();
+                match crate::mcp_cli::describe(&self.app.loaded.mcp, &mut buf) {
+                    Ok(()) => {
+                        let text = String::from_utf8_lossy(&buf);
+                        let lines: Vec<String> = text.lines().map(String::from).collect();
+                        self.console.print_lines(&lines);
+                    }
+                    Err(e) => self.error(&e.to_string()),
+                }
+            }
             Command::WsList => {
                 let lines: Vec<String> = self
                     .slots

@@ -55,6 +55,13 @@ pub fn health_fields(state: &AppState) -> Health {
         default_model: None,
     };
     if let Some(n) = &state.node {
+        h.mcp = n
+            .mgr
+            .deps
+            .mcp
+            .as_ref()
+            .filter(|hub| !hub.servers().is_empty())
+            .and_then(|hub| serde_json::to_value(hub.summary()).ok());
         let reg = n.mgr.deps.models.snapshot();
         h.model = Some(
             reg.alias(&reg.default)
