@@ -78,7 +78,7 @@ pub fn describe_state(s: &ServerState) -> String {
     match s {
         ServerState::Failed { reason } => format!("failed: {reason}"),
         ServerState::CircuitOpen { retry_in_secs } => {
-            format!("open circuit (retry in {retry_in_secs}s)")
+            format!("open circuit (calls resume in {retry_in_secs}s)")
         }
         other => other.label().to_string(),
     }
@@ -101,7 +101,12 @@ pub fn row(s: &McpServer) -> ([String; 7], usize) {
                 tools.join(",")
             },
             caps_brief(s.grant()),
-            describe_state(&s.state()),
+            match (s.state(), s.last_error()) {
+                (st @ ServerState::CircuitOpen { .. }, Some(e)) => {
+                    format!("{}: {e}", describe_state(&st))
+                }
+                (st, _) => describe_state(&st),
+            },
         ],
         n,
     )
@@ -118,7 +123,7 @@ pub fn server_json(s: &McpServer) -> serde_json::Value {
         "transport": s.transport_kind(),
         "target": s.target(),
         "state": state.label(),
-        "reason": match &state { ServerState::Failed { reason } => Some(reason.clone()), _ => None },
+        "reason": s.last_error(),
         "tools": c.tools.iter().map(|t| serde_json::json!({
             "name": t.prefixed, "description": t.description,
             "auto_approve": s.auto_approves(&t.name),

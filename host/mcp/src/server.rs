@@ -276,6 +276,15 @@ impl McpServer {
         lock(&self.state).clone()
     }
 
+    /// Why the last connection attempt or connection failed, while it is
+    /// not connected (also under an open circuit).
+    pub fn last_error(&self) -> Option<String> {
+        match &*lock(&self.state) {
+            ServerState::Failed { reason } => Some(reason.clone()),
+            _ => None,
+        }
+    }
+
     /// Times the breaker opened.
     pub fn breaker_openings(&self) -> u64 {
         lock(&self.breaker).openings()
