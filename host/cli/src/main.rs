@@ -108,6 +108,11 @@ enum Command {
     /// ./.turnstone.db. Create the first admin in the browser or with
     /// `turnstone admin create-user`.
     Serve(serve_cmd::ServeArgs),
+    /// Serve the enabled tool components to MCP clients over stdio (editors,
+    /// desktop assistants): the tools that run without approval plus those in
+    /// [mcp.serve] allow, inside the sandbox with the operator's grants.
+    /// `turnstone serve` offers the same at /mcp (streamable HTTP, bearer token).
+    Mcp,
     /// Offline user and API-token administration on the server's database
     /// (`--db FILE`, else [database] / TURNSTONE_DB_*, else ./.turnstone.db).
     Admin {
@@ -224,6 +229,11 @@ async fn main() -> Result<()> {
         }
         Some(Command::Serve(args)) => {
             serve_cmd::run(&cli.plugin_flags(), cli.session_flags(), args, started).await?;
+        }
+        Some(Command::Mcp) => {
+            let (loaded, _) =
+                app::load_plugins(&cli.plugin_flags(), None, &Default::default()).await?;
+            mcp_cli::serve_stdio(&loaded).await?;
         }
         Some(Command::Admin { action }) => {
             let (cfg, _) = config::load(cli.config.as_deref())?;

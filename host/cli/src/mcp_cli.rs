@@ -73,6 +73,24 @@ pub async fn call_tool(hub: &McpHub, name: &str, args: &str) -> Result<bool> {
     }
 }
 
+/// `turnstone mcp`: the tool components over stdio until the client hangs up.
+pub async fn serve_stdio(loaded: &crate::app::Loaded) -> Result<()> {
+    use rmcp::ServiceExt;
+    let server = turnstone_mcp::serve::ComponentServer::new(
+        loaded.live.clone(),
+        loaded.config.mcp.serve.allow.clone(),
+        loaded.workspace.clone(),
+    );
+    let exposed = server.tools().len();
+    tracing::info!(tools = exposed, "serving tool components over MCP (stdio)");
+    let running = server
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|e| anyhow::anyhow!("MCP handshake on stdio failed: {e}"))?;
+    running.waiting().await?;
+    Ok(())
+}
+
 /// A state with its reason.
 pub fn describe_state(s: &ServerState) -> String {
     match s {

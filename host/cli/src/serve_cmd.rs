@@ -145,6 +145,7 @@ pub async fn run(
             event_log: app.event_log.clone(),
             mcp: Some(app.loaded.mcp.clone()),
             tool_search: app.loaded.tool_search,
+            mcp_serve_allow: app.loaded.config.mcp.serve.allow.clone(),
         },
         limits,
         metrics.clone(),

@@ -16,6 +16,7 @@ pub mod grants;
 pub mod handler;
 pub mod hub;
 pub mod search;
+pub mod serve;
 pub mod server;
 
 pub use config::{ConfigError, McpConfig, ServerConfig};

@@ -67,11 +67,22 @@ pub fn router(state: AppState) -> axum::Router {
     let api = axum::Router::new()
         .merge(crate::routes::auth_routes())
         .merge(crate::routes::api());
-    axum::Router::new()
+    let mut root = axum::Router::new()
         .merge(crate::routes::node_routes())
         .merge(crate::web::routes())
-        .nest("/v1", api)
-        .fallback(|| async { ApiError::NotFound("Not found".into()) })
+        .nest("/v1", api);
+    // Our tool components served over MCP (streamable HTTP), behind the same
+    // bearer auth as the API (a `ts_` token or a session JWT).
+    if let Some(node) = &state.node {
+        let d = &node.mgr.deps;
+        let server = turnstone_mcp::serve::ComponentServer::new(
+            d.registry.clone(),
+            d.mcp_serve_allow.clone(),
+            d.workspace.clone(),
+        );
+        root = root.nest_service("/mcp", turnstone_mcp::serve::http_service(server));
+    }
+    root.fallback(|| async { ApiError::NotFound("Not found".into()) })
         // Order (outermost first): metrics, JSON errors, authentication, rate limit.
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),

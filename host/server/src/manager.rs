@@ -60,6 +60,8 @@ pub struct Deps {
     pub mcp: Option<Arc<turnstone_mcp::McpHub>>,
     /// Tool search settings.
     pub tool_search: turnstone_mcp::search::SearchSettings,
+    /// `[mcp.serve] allow`: tools `/mcp` serves besides the auto-approved ones.
+    pub mcp_serve_allow: Vec<String>,
 }
 
 /// Why a workstream could not be created or loaded.
