@@ -41,7 +41,7 @@ impl ComponentServer {
     pub fn exposes(&self, spec: &ToolSpec) -> bool {
         // Tools that only make sense inside a session (coordinators) stay in.
         (spec.auto_approve || self.allow.iter().any(|a| a == &spec.name))
-            && !(spec.coordinator && !spec.interactive)
+            && (spec.interactive || !spec.coordinator)
     }
 
     /// The exposed tools as MCP tools.
@@ -114,7 +114,7 @@ impl ComponentServer {
         sink.finish().await;
         Ok(match result {
             Ok(r) if r.is_error => {
-                let text = match ungranted_hint(&plugin) {
+                let text = match ungranted_hint(plugin) {
                     Some(h) => format!("{}\n{h}", r.output),
                     None => r.output,
                 };
