@@ -228,3 +228,94 @@ async fn serve_offers_mcp_at_slash_mcp_behind_a_ts_token() {
     check_served_tools(&hub, "node").await;
     hub.shutdown();
 }
+
+/// A workstream on `turnstone serve` calls an MCP tool of a configured
+/// server (after approval); `/health` and `/metrics` report the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_workstream_calls_an_mcp_tool_and_health_and_metrics_report_it() {
+    use turnstone_scripted_llm::openai;
+    use turnstone_test_support::sse;
+    let config = format!(
+        "[mcp.servers.fx]\ncommand = {:?}\nargs = [{:?}, \"stdio\"]\n",
+        python().display().to_string(),
+        turnstone_test_support::mcp::fixture_server()
+            .display()
+            .to_string()
+    );
+    let srv = Server::start(
+        vec![
+            sse(openai::tool_call(
+                "call_1",
+                "mcp__fx__echo",
+                &[r#"{"text": "via the server"}"#],
+            )),
+            sse(openai::text(&["done"])),
+        ],
+        &config,
+        &[],
+    )
+    .await;
+    let admin = srv.setup_admin().await;
+    // /health fills `mcp` once the server connected (in the background).
+    let mut connected = false;
+    for _ in 0..300 {
+        let (_, h) = srv.call("GET", "/health", None, None).await;
+        if h["mcp"]["connected"] == 1 {
+            assert_eq!(h["mcp"]["servers"], 1);
+            assert!(h["mcp"]["tools"].as_u64().unwrap() >= 5, "{h}");
+            connected = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(connected, "the MCP server never connected");
+    let ws = srv.create(&admin, serde_json::json!({"name": "mcp"})).await;
+    let mut events = srv
+        .events(&format!("/v1/api/workstreams/{ws}/events"), &admin, None)
+        .await;
+    srv.call(
+        "POST",
+        &format!("/v1/api/workstreams/{ws}/send"),
+        Some(&admin),
+        Some(serde_json::json!({"message": "echo it"})),
+    )
+    .await;
+    let ask = events.until(30, |f| f.kind() == "approve_request").await;
+    assert_eq!(ask.data["items"][0]["func_name"], "mcp__fx__echo");
+    srv.call(
+        "POST",
+        &format!("/v1/api/workstreams/{ws}/approve"),
+        Some(&admin),
+        Some(serde_json::json!({"approved": true})),
+    )
+    .await;
+    let result = events
+        .until(30, |f| {
+            f.kind() == "tool_result" && f.data["call_id"] == "call_1"
+        })
+        .await;
+    assert_eq!(result.data["output"], "via the server");
+    assert_eq!(result.data["is_error"], false);
+    events.turn_end().await;
+    let m = srv
+        .http
+        .get(srv.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        m.contains("turnstone_mcp_server_state{server=\"fx\",state=\"connected\"} 1"),
+        "{m}"
+    );
+    assert!(
+        m.contains("turnstone_mcp_calls_total{server=\"fx\"} 1"),
+        "{m}"
+    );
+    assert!(
+        m.contains("turnstone_mcp_breaker_openings_total{server=\"fx\"} 0"),
+        "{m}"
+    );
+}

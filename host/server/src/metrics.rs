@@ -45,6 +45,8 @@ pub struct Snapshot<'a> {
     pub plugin_states: Vec<(String, &'static str)>,
     /// How many times the plugin registry was swapped since start.
     pub plugin_generation: u64,
+    /// MCP servers: (name, state label, calls, failures, breaker openings).
+    pub mcp: Vec<(String, &'static str, u64, u64, u64)>,
 }
 
 impl Metrics {
@@ -222,6 +224,26 @@ impl Metrics {
                     o,
                     "turnstone_plugin_{kind}_total{{plugin=\"{}\"}} {v}",
                     escape(&p.0)
+                );
+            }
+        }
+        // MCP servers are plugins too; their state and counters by server.
+        let _ = writeln!(o, "# TYPE turnstone_mcp_server_state gauge");
+        for (name, state, ..) in &snap.mcp {
+            let _ = writeln!(
+                o,
+                "turnstone_mcp_server_state{{server=\"{}\",state=\"{state}\"}} 1",
+                escape(name)
+            );
+        }
+        for (kind, idx) in [("calls", 0), ("failures", 1), ("breaker_openings", 2)] {
+            let _ = writeln!(o, "# TYPE turnstone_mcp_{kind}_total counter");
+            for m in &snap.mcp {
+                let v = [m.2, m.3, m.4][idx];
+                let _ = writeln!(
+                    o,
+                    "turnstone_mcp_{kind}_total{{server=\"{}\"}} {v}",
+                    escape(&m.0)
                 );
             }
         }

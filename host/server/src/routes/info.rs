@@ -140,6 +140,23 @@ pub fn metrics_text(state: &AppState) -> String {
         plugins,
         plugin_states,
         plugin_generation: n.mgr.deps.registry.generation(),
+        mcp: n
+            .mgr
+            .deps
+            .mcp
+            .iter()
+            .flat_map(|hub| hub.servers())
+            .map(|s| {
+                let c = &s.counters;
+                (
+                    s.name.clone(),
+                    s.state().label(),
+                    c.calls.load(std::sync::atomic::Ordering::Relaxed),
+                    c.failures.load(std::sync::atomic::Ordering::Relaxed),
+                    s.breaker_openings(),
+                )
+            })
+            .collect(),
     })
 }
 
