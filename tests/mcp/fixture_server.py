@@ -6,6 +6,8 @@ Tools:
   env_names          the names of the environment variables this process sees
   echo(text)         echoes text
   slow(seconds)      sleeps, reporting progress every 0.1 s; returns "done"
+                     (a cancellation is recorded in $FIXTURE_CANCELLED)
+  pids               starts a helper `sleep 300`; returns "SERVER_PID HELPER_PID"
   die                exits the process mid-call (a crashed server)
   fail(message)      a tool error (isError = true)
   add_tool(name)     registers a tool `name` and announces notifications/tools/list_changed
@@ -36,10 +38,30 @@ def echo(text: str) -> str:
 @server.tool(description="Sleep for the given seconds, reporting progress.")
 async def slow(seconds: float, ctx: Context) -> str:
     steps = max(1, int(seconds * 10))
-    for i in range(steps):
-        await ctx.report_progress(i + 1, steps, f"step {i + 1}/{steps}")
-        await asyncio.sleep(0.1)
+    try:
+        for i in range(steps):
+            await ctx.report_progress(i + 1, steps, f"step {i + 1}/{steps}")
+            await asyncio.sleep(0.1)
+    except asyncio.CancelledError:
+        # The client's notifications/cancelled arrived: leave a mark for tests.
+        marker = os.environ.get("FIXTURE_CANCELLED")
+        if marker:
+            with open(marker, "a") as f:
+                f.write("cancelled\n")
+        raise
     return "done"
+
+
+_helpers = []
+
+
+@server.tool(description="Start a helper process (sleep) and return 'SERVER_PID HELPER_PID'.")
+def pids() -> str:
+    import subprocess
+
+    if not _helpers:
+        _helpers.append(subprocess.Popen(["sleep", "300"]))
+    return f"{os.getpid()} {_helpers[0].pid}"
 
 
 @server.tool(description="Exit the server process in the middle of the call.")

@@ -224,6 +224,8 @@ async fn main() -> Result<()> {
                 plugins_cmd::call_tool(&loaded.registry(), name, args, &loaded.workspace).await?
             };
             if failed {
+                // exit() runs no destructors: stop MCP servers (their process groups) first.
+                loaded.mcp.shutdown();
                 std::process::exit(1);
             }
         }

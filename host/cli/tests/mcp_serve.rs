@@ -206,7 +206,21 @@ async fn serve_offers_mcp_at_slash_mcp_behind_a_ts_token() {
     let example = target().join("example-plugins").display().to_string();
     let srv = Server::start(vec![], "", &["--plugin-dir", &example]).await;
     srv.setup_admin().await;
-    let token = srv.token("admin", "read,write");
+    // A write-only token may not run tools unattended: 403.
+    let writer = srv.token("admin", "read,write");
+    let token = srv.token("admin", "read,write,approve");
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}"#;
+    let resp = srv
+        .http
+        .post(srv.url("/mcp"))
+        .bearer_auth(&writer)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(init)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 403);
     // Without a token: 401, before any MCP handling.
     let resp = srv
         .http

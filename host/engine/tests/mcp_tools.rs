@@ -173,5 +173,12 @@ async fn with_search_off_every_mcp_tool_is_sent_and_a_denied_call_does_not_run()
         .unwrap()
         .to_string();
     assert!(denied.contains("denied"), "{denied}");
+    let calls = hub
+        .server("ev")
+        .unwrap()
+        .counters
+        .calls
+        .load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(calls, 0, "a denied call never reaches the server");
     hub.shutdown();
 }

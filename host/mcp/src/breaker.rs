@@ -94,6 +94,14 @@ impl Breaker {
         false
     }
 
+    /// The half-open probe ended without an answer (cancelled or dropped):
+    /// let the next call probe again at once instead of staying half-open.
+    pub fn abandon_probe(&mut self, now: Instant) {
+        if self.state == BreakerState::HalfOpen {
+            self.state = BreakerState::Open { until: now };
+        }
+    }
+
     /// The state now.
     pub fn state(&self) -> BreakerState {
         self.state
@@ -151,6 +159,18 @@ mod tests {
             b.admit(t0 + Duration::from_secs(6)),
             Admission::Refused(_)
         ));
+    }
+
+    #[test]
+    fn an_abandoned_probe_lets_the_next_call_probe() {
+        let t0 = Instant::now();
+        let mut b = Breaker::new(1, Duration::from_secs(5));
+        b.failure(t0);
+        assert_eq!(b.admit(t0 + Duration::from_secs(5)), Admission::Probe);
+        b.abandon_probe(t0 + Duration::from_secs(6));
+        assert_eq!(b.admit(t0 + Duration::from_secs(6)), Admission::Probe);
+        b.success();
+        assert_eq!(b.admit(t0 + Duration::from_secs(6)), Admission::Allowed);
     }
 
     #[test]

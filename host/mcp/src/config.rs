@@ -82,6 +82,13 @@ impl McpConfig {
         for (name, s) in &self.servers {
             validate_name(name)?;
             s.transport(name)?;
+            s.validate_numbers(name)?;
+        }
+        if self.call_timeout_secs == Some(0) {
+            return Err(ConfigError::Server {
+                name: "*".into(),
+                reason: "[mcp] call_timeout_secs must be at least 1".into(),
+            });
         }
         Ok(())
     }
@@ -261,6 +268,26 @@ impl ServerConfig {
         }
     }
 
+    /// Rejects numbers that would make the server unusable (or panic).
+    pub fn validate_numbers(&self, name: &str) -> Result<(), ConfigError> {
+        let bad = |reason: &str| ConfigError::Server {
+            name: name.to_string(),
+            reason: reason.to_string(),
+        };
+        if self.timeout_secs == Some(0) {
+            return Err(bad("timeout_secs must be at least 1"));
+        }
+        if self.breaker_threshold == Some(0) {
+            return Err(bad("breaker_threshold must be at least 1"));
+        }
+        if let Some(c) = self.breaker_cool_down_secs
+            && !(c.is_finite() && (0.0..=86_400.0).contains(&c))
+        {
+            return Err(bad("breaker_cool_down_secs must be between 0 and 86400"));
+        }
+        Ok(())
+    }
+
     /// The deadline of one request to this server.
     pub fn call_timeout(&self, default: Duration) -> Duration {
         self.timeout_secs
@@ -284,9 +311,9 @@ pub fn validate_name(name: &str) -> Result<(), ConfigError> {
     if name.is_empty() || name.len() > 64 {
         return Err(bad("a server name has 1 to 64 characters"));
     }
-    if name.contains("__") {
+    if name.starts_with('_') || name.ends_with('_') || name.contains("__") {
         return Err(bad(
-            "a server name must not contain `__` (it separates server and tool in mcp__{server}__{tool})",
+            "a server name must not contain `__` nor start or end with `_` (`__` separates server and tool in mcp__{server}__{tool})",
         ));
     }
     if !name
@@ -314,6 +341,7 @@ pub fn parse_mcp_json(text: &str) -> Result<BTreeMap<String, ServerConfig>, Conf
     for (name, s) in &doc.mcp_servers {
         validate_name(name)?;
         s.transport(name)?;
+        s.validate_numbers(name)?;
     }
     Ok(doc.mcp_servers)
 }
@@ -399,6 +427,16 @@ mod tests {
         assert!(e.to_string().contains("deprecated"), "{e}");
         let e = parse_mcp_json(r#"{"mcpServers": {"a": {"url": "ftp://h/x"}}}"#).unwrap_err();
         assert!(e.to_string().contains("http(s)"), "{e}");
+        let e = parse_mcp_json(r#"{"mcpServers": {"gh_": {"command": "x"}}}"#).unwrap_err();
+        assert!(e.to_string().contains("start or end"), "{e}");
+        let e = parse_mcp_json(
+            r#"{"mcpServers": {"a": {"command": "x", "breaker_cool_down_secs": -1}}}"#,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("between 0 and 86400"), "{e}");
+        let e =
+            parse_mcp_json(r#"{"mcpServers": {"a": {"command": "x", "timeout": 0}}}"#).unwrap_err();
+        assert!(e.to_string().contains("at least 1"), "{e}");
         let e = parse_mcp_json(r#"{"servers": {}}"#).unwrap_err();
         assert!(e.to_string().contains("mcpServers"), "{e}");
     }

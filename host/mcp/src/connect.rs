@@ -46,16 +46,24 @@ pub struct Session {
     pub notices: UnboundedReceiver<Notice>,
     /// The child of a stdio server.
     pub child: Option<tokio::process::Child>,
+    /// Its process group (= its pid, saved at spawn).
+    pub pgid: Option<u32>,
     /// Its last stderr lines.
     pub stderr: Arc<Mutex<VecDeque<String>>>,
 }
 
-/// Kills a child's whole process group (the server may have started helpers).
-pub fn kill_group(child: &mut tokio::process::Child) {
-    if let Some(pid) = child.id()
-        && let Some(pid) = rustix::process::Pid::from_raw(pid as i32)
-    {
+/// Kills process group `pgid` (the server's, with any helpers it started).
+/// Works after the leader was reaped: the group lives while members do.
+pub fn kill_pgid(pgid: u32) {
+    if let Some(pid) = rustix::process::Pid::from_raw(pgid as i32) {
         let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+    }
+}
+
+/// Kills a child's whole process group by its saved id, and the child.
+pub fn kill_group(child: &mut tokio::process::Child, pgid: Option<u32>) {
+    if let Some(g) = pgid.or_else(|| child.id()) {
+        kill_pgid(g);
     }
     let _ = child.start_kill();
 }
@@ -66,6 +74,7 @@ pub async fn stdio(
     caps: &EffectiveCapabilities,
     env: &ServerEnv,
     progress: Arc<ProgressRoutes>,
+    pgid_slot: &std::sync::atomic::AtomicU32,
 ) -> Result<Session, String> {
     let plan = spawn_plan(spec, caps, &env.workspace, env.secrets.as_ref(), &|n| {
         std::env::var_os(n)
@@ -84,8 +93,11 @@ pub async fn stdio(
     let mut child = cmd
         .spawn()
         .map_err(|e| format!("cannot start {}: {e}", plan.program))?;
+    let pgid = child.id();
+    // Recorded at once so a stop during the handshake can kill the group.
+    pgid_slot.store(pgid.unwrap_or(0), std::sync::atomic::Ordering::Release);
     let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
-        kill_group(&mut child);
+        kill_group(&mut child, pgid);
         return Err("the child's stdin/stdout were not piped".into());
     };
     let tail = Arc::new(Mutex::new(VecDeque::new()));
@@ -100,7 +112,8 @@ pub async fn stdio(
                 if t.len() == STDERR_TAIL {
                     t.pop_front();
                 }
-                t.push_back(line);
+                // Bounded: a reason quotes a line, not a megabyte.
+                t.push_back(line.chars().take(500).collect());
             }
         });
     }
@@ -111,11 +124,12 @@ pub async fn stdio(
             running,
             notices,
             child: Some(child),
+            pgid,
             stderr: tail,
         }),
         Ok(Err(e)) => {
             let status = child.try_wait().ok().flatten();
-            kill_group(&mut child);
+            kill_group(&mut child, pgid);
             let tail = tail.lock().unwrap_or_else(|p| p.into_inner()).clone();
             Err(format!(
                 "handshake failed: {e}{}{}",
@@ -133,7 +147,7 @@ pub async fn stdio(
             ))
         }
         Err(_) => {
-            kill_group(&mut child);
+            kill_group(&mut child, pgid);
             Err(format!(
                 "no answer to initialize within {}s",
                 HANDSHAKE_TIMEOUT.as_secs()
@@ -165,16 +179,17 @@ pub async fn http(
         .connect_timeout(Duration::from_secs(10))
         // A redirect could lead anywhere; the grant names one endpoint.
         .redirect(reqwest::redirect::Policy::none())
+        // A proxy from the environment would be the only address screened.
+        .no_proxy()
         .pool_max_idle_per_host(0);
     if access == HttpAccess::PublicOnly {
+        // Screened now for a clear reason up front (a literal address never
+        // reaches the resolver), and again on every new connection.
+        env.network
+            .screen(&host, port)
+            .await
+            .map_err(|e| e.to_string())?;
         builder = builder.dns_resolver(Arc::new(Screened(env.network.clone())));
-        if host.starts_with('[') || host.parse::<std::net::IpAddr>().is_ok() {
-            // A literal address is never resolved: screen it now.
-            env.network
-                .screen(&host, port)
-                .await
-                .map_err(|e| e.to_string())?;
-        }
     }
     let client = builder.build().map_err(|e| format!("HTTP client: {e}"))?;
     let mut headers = HashMap::new();
@@ -203,6 +218,7 @@ pub async fn http(
             running,
             notices,
             child: None,
+            pgid: None,
             stderr: Arc::default(),
         }),
         Ok(Err(e)) => Err(format!("cannot connect to {}: {e}", spec.url)),

@@ -59,7 +59,9 @@ pub fn requested(transport: &Transport, workspace: &Path) -> Capabilities {
         Transport::Http(HttpSpec {
             url, bearer_secret, ..
         }) => Capabilities {
-            http: vec![authority(url)],
+            // A grant may name the host, or `<public>` (then every connection
+            // is resolved and screened by the SSRF guard).
+            http: vec![authority(url), "<public>".into()],
             secrets: bearer_secret.iter().cloned().collect(),
             ..Capabilities::default()
         },
@@ -260,11 +262,25 @@ mod tests {
             bearer_secret: Some("TOK".into()),
         });
         let req = requested(&t, Path::new("/"));
-        assert_eq!(req.http, ["127.0.0.1:8123"]);
+        assert_eq!(req.http, ["127.0.0.1:8123", "<public>"]);
         assert_eq!(req.secrets, ["TOK"]);
         let caps = effective("r", &req, &Capabilities::default());
         assert!(caps.check_http("127.0.0.1", 8123).is_err());
-        let caps = effective("r", &req, &req);
-        assert!(caps.check_http("127.0.0.1", 8123).is_ok());
+        let grant = effective_grant(None, Origin::Config, &req);
+        let caps = effective("r", &req, &grant);
+        assert_eq!(
+            caps.check_http("127.0.0.1", 8123).unwrap(),
+            turnstone_runtime::capability::HttpAccess::Granted
+        );
+        let public = Capabilities {
+            http: vec!["<public>".into()],
+            ..Default::default()
+        };
+        let caps = effective("r", &req, &public);
+        assert_eq!(
+            caps.check_http("127.0.0.1", 8123).unwrap(),
+            turnstone_runtime::capability::HttpAccess::PublicOnly,
+            "screened per connection"
+        );
     }
 }

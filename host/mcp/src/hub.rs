@@ -39,7 +39,7 @@ pub struct Summary {
     pub prompts: usize,
 }
 
-/// The servers of one host.
+/// The servers of one host. Dropping it stops them all.
 pub struct McpHub {
     servers: RwLock<BTreeMap<String, Arc<McpServer>>>,
     grants: RwLock<BTreeMap<String, Capabilities>>,
@@ -292,32 +292,72 @@ impl McpHub {
     }
 }
 
+impl Drop for McpHub {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// One piece of a URI template.
+enum Piece<'a> {
+    Literal(&'a str),
+    /// A variable; `reserved` (`{+x}`) may span `/`.
+    Var {
+        reserved: bool,
+    },
+}
+
 /// RFC 6570 level-1 matching: `{var}` stands for one or more characters
-/// other than `/`; `{+var}` for anything.
+/// other than `/`; `{+var}` for anything. Memoised over (piece, position), so
+/// a server's template cannot make it exponential.
 pub fn template_matches(template: &str, uri: &str) -> bool {
-    fn go(t: &str, u: &str) -> bool {
-        match t.find('{') {
-            None => t == u,
-            Some(open) => {
-                let (lit, rest) = t.split_at(open);
-                let Some(u) = u.strip_prefix(lit) else {
-                    return false;
-                };
-                let Some(close) = rest.find('}') else {
-                    return false;
-                };
-                let reserved = rest[1..close].starts_with('+');
-                let after = &rest[close + 1..];
-                // Try every split of the variable's text, shortest first.
-                (1..=u.len()).any(|n| {
-                    u.is_char_boundary(n)
-                        && (reserved || !u[..n].contains('/'))
-                        && go(after, &u[n..])
-                })
+    let mut pieces = Vec::new();
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        let Some(close) = rest[open..].find('}').map(|c| open + c) else {
+            return false;
+        };
+        if open > 0 {
+            pieces.push(Piece::Literal(&rest[..open]));
+        }
+        pieces.push(Piece::Var {
+            reserved: rest[open + 1..close].starts_with('+'),
+        });
+        rest = &rest[close + 1..];
+    }
+    if !rest.is_empty() {
+        pieces.push(Piece::Literal(rest));
+    }
+    let bytes = uri.as_bytes();
+    // reach[i][p]: pieces[i..] can match uri[p..]; filled from the end.
+    let n = uri.len();
+    let mut next = vec![false; n + 1];
+    next[n] = true;
+    for piece in pieces.iter().rev() {
+        let mut cur = vec![false; n + 1];
+        match piece {
+            Piece::Literal(l) => {
+                for p in 0..=n {
+                    cur[p] = bytes[p..].starts_with(l.as_bytes()) && next[p + l.len()];
+                }
+            }
+            Piece::Var { reserved } => {
+                // cur[p]: some q > p has next[q] and uri[p..q] holds no
+                // '/' (unless reserved); `any` carries that set downwards.
+                let mut any = false;
+                for p in (0..n).rev() {
+                    if !*reserved && bytes[p] == b'/' {
+                        any = false;
+                        continue;
+                    }
+                    any |= next[p + 1];
+                    cur[p] = any && uri.is_char_boundary(p);
+                }
             }
         }
+        next = cur;
     }
-    go(template, uri)
+    next[0]
 }
 
 fn read<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
@@ -349,5 +389,11 @@ mod tests {
             "db://users/rows/3"
         ));
         assert!(template_matches("file://{+path}", "file://a/b/c"));
+        assert!(!template_matches("x/{a}", "x/"));
+        assert!(template_matches("{a}-{b}", "p-q"));
+        // Many reserved variables against a long miss stay fast.
+        let t = "{+a}{+b}{+c}{+d}{+e}{+f}{+g}{+h}z";
+        let u = "y".repeat(4000);
+        assert!(!template_matches(t, &u));
     }
 }

@@ -24,6 +24,9 @@ pub struct ComponentServer {
     allow: Arc<Vec<String>>,
     workspace: PathBuf,
     calls: Arc<AtomicU64>,
+    /// One per MCP session: background processes of one client are not
+    /// another's.
+    session_id: String,
 }
 
 impl ComponentServer {
@@ -34,14 +37,26 @@ impl ComponentServer {
             allow: Arc::new(allow),
             workspace,
             calls: Arc::default(),
+            session_id: new_session_id(),
         }
+    }
+
+    /// The same server for another MCP session.
+    pub fn for_new_session(&self) -> Self {
+        Self {
+            session_id: new_session_id(),
+            ..self.clone()
+        }
+    }
+
+    fn allowed(&self, name: &str) -> bool {
+        self.allow.iter().any(|a| a == name)
     }
 
     /// Whether `spec` is exposed.
     pub fn exposes(&self, spec: &ToolSpec) -> bool {
         // Tools that only make sense inside a session (coordinators) stay in.
-        (spec.auto_approve || self.allow.iter().any(|a| a == &spec.name))
-            && (spec.interactive || !spec.coordinator)
+        (spec.auto_approve || self.allowed(&spec.name)) && (spec.interactive || !spec.coordinator)
     }
 
     /// The exposed tools as MCP tools.
@@ -88,12 +103,20 @@ impl ComponentServer {
         let ws = self.workspace.display().to_string();
         let ctx = CallContext {
             call_id: format!("mcp-{}", cx.id),
-            session_id: "mcp".into(),
+            session_id: self.session_id.clone(),
             workspace_dir: Some(ws.clone()),
             working_dir: ws,
             supports_vision: false,
         };
         match plugin.prepare(name, &args, &ctx).await {
+            // No one here can approve: a call the tool itself wants approved
+            // runs only when the operator allowed the tool outright.
+            Ok(Ok(p)) if p.needs_approval && !self.allowed(name) => {
+                return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
+                    "{name} asks for approval for this call ({}), and nobody can approve over MCP; the operator can allow it with [mcp.serve] allow = [\"{name}\"]",
+                    p.header
+                ))]));
+            }
             Ok(Ok(_)) => {}
             Ok(Err(refusal)) => {
                 return Ok(CallToolResult::error(vec![ContentBlock::text(refusal)]));
@@ -256,6 +279,15 @@ impl ServerHandler for ComponentServer {
     }
 }
 
+fn new_session_id() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    format!(
+        "mcp-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
 /// The streamable-HTTP service for `/mcp`. The Host-header allow-list of
 /// rmcp is off: the route sits behind the server's own bearer-token auth,
 /// which a rebinding page cannot supply.
@@ -266,7 +298,7 @@ pub fn http_service(
     rmcp::transport::streamable_http_server::session::local::LocalSessionManager,
 > {
     rmcp::transport::StreamableHttpService::new(
-        move || Ok(server.clone()),
+        move || Ok(server.for_new_session()),
         Arc::default(),
         rmcp::transport::StreamableHttpServerConfig::default().disable_allowed_hosts(),
     )

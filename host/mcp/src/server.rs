@@ -4,7 +4,7 @@
 
 use crate::breaker::{Admission, Breaker, BreakerState};
 use crate::config::{ServerConfig, Transport};
-use crate::connect::{self, ServerEnv, Session, kill_group};
+use crate::connect::{self, ServerEnv, Session, kill_pgid};
 use crate::grants::{self, Origin};
 use crate::handler::{Notice, ProgressRoutes};
 use rmcp::model::{
@@ -14,7 +14,7 @@ use rmcp::model::{
 };
 use rmcp::service::{PeerRequestOptions, ServiceError};
 use rmcp::{Peer, RoleClient};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 use tokio::sync::{Notify, watch};
@@ -25,6 +25,11 @@ use turnstone_runtime::{Capabilities, EffectiveCapabilities};
 const MIN_BACKOFF: Duration = Duration::from_millis(500);
 /// Longest reconnect delay.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// A connection that lasted this long resets the backoff; a shorter one
+/// (a server that dies right after starting) keeps doubling it.
+const STABLE: Duration = Duration::from_secs(30);
+/// Longest tool name a provider accepts (OpenAI: `^[a-zA-Z0-9_-]{1,64}$`).
+const MAX_TOOL_NAME: usize = 64;
 
 /// Connection state as operators see it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -186,6 +191,8 @@ pub struct McpServer {
     stop: CancellationToken,
     reconnect: Notify,
     closed_detail: Mutex<String>,
+    /// Process group of the current stdio child (0: none).
+    pgid: AtomicU32,
 }
 
 impl McpServer {
@@ -233,6 +240,7 @@ impl McpServer {
             stop: CancellationToken::new(),
             reconnect: Notify::new(),
             closed_detail: Mutex::new(String::new()),
+            pgid: AtomicU32::new(0),
         })
     }
 
@@ -308,10 +316,19 @@ impl McpServer {
         self.changed.send_modify(|g| *g += 1);
     }
 
-    /// Stops the server for good (disable, removal, shutdown).
+    /// Stops the server for good (disable, removal, shutdown): the
+    /// supervisor ends, and a stdio child's process group is killed now.
     pub fn stop(&self) {
         self.stop.cancel();
+        self.kill_child();
         self.changed.send_modify(|g| *g += 1);
+    }
+
+    fn kill_child(&self) {
+        let g = self.pgid.swap(0, Ordering::AcqRel);
+        if g != 0 {
+            kill_pgid(g);
+        }
     }
 
     /// Drops the connection and connects again at once (operator reload).
@@ -327,18 +344,36 @@ impl McpServer {
                 break;
             }
             self.set_state(ServerState::Connecting);
-            let session = match &self.transport {
-                Transport::Stdio(spec) => {
-                    connect::stdio(spec, &self.caps, &self.env, self.progress.clone()).await
+            let connecting = async {
+                match &self.transport {
+                    Transport::Stdio(spec) => {
+                        connect::stdio(
+                            spec,
+                            &self.caps,
+                            &self.env,
+                            self.progress.clone(),
+                            &self.pgid,
+                        )
+                        .await
+                    }
+                    Transport::Http(spec) => {
+                        connect::http(spec, &self.caps, &self.env, self.progress.clone()).await
+                    }
                 }
-                Transport::Http(spec) => {
-                    connect::http(spec, &self.caps, &self.env, self.progress.clone()).await
-                }
+            };
+            let session = tokio::select! {
+                s = connecting => s,
+                // Dropping the handshake drops the child (kill_on_drop);
+                // stop() killed its group.
+                () = self.stop.cancelled() => break,
             };
             match session {
                 Ok(session) => {
-                    backoff = MIN_BACKOFF;
+                    let since = Instant::now();
                     self.serve(session).await;
+                    if since.elapsed() >= STABLE {
+                        backoff = MIN_BACKOFF;
+                    }
                 }
                 Err(reason) => {
                     tracing::warn!(server = %self.name, "MCP server failed: {reason}");
@@ -366,6 +401,7 @@ impl McpServer {
             running,
             mut notices,
             mut child,
+            pgid,
             stderr,
         } = session;
         let peer = running.peer().clone();
@@ -397,20 +433,24 @@ impl McpServer {
             }
             Ok::<_, ServiceError>(catalog)
         };
-        match tokio::time::timeout(self.call_timeout, first).await {
-            Ok(Ok(c)) => {
+        let listed = tokio::select! {
+            r = tokio::time::timeout(self.call_timeout, first) => Some(r),
+            () = self.stop.cancelled() => None,
+        };
+        let failed = match listed {
+            Some(Ok(Ok(c))) => {
                 *self.catalog.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(c);
+                None
             }
-            Ok(Err(e)) => {
-                drop(running);
-                self.end(child.as_mut(), format!("listing its catalogue failed: {e}"));
-                return;
-            }
-            Err(_) => {
-                drop(running);
-                self.end(child.as_mut(), "listing its catalogue timed out".into());
-                return;
-            }
+            Some(Ok(Err(e))) => Some(format!("listing its catalogue failed: {e}")),
+            Some(Err(_)) => Some("listing its catalogue timed out".into()),
+            None => Some("stopped".into()),
+        };
+        if let Some(reason) = failed {
+            drop(running);
+            lock(&self.breaker).failure(Instant::now());
+            self.end(child.as_mut(), pgid, reason);
+            return;
         }
         *self.peer.write().unwrap_or_else(|p| p.into_inner()) = Some(peer.clone());
         self.set_state(ServerState::Connected);
@@ -458,6 +498,7 @@ impl McpServer {
         stop_service.cancel();
         self.end(
             child.as_mut(),
+            pgid,
             if self.stop.is_cancelled() {
                 "stopped".into()
             } else {
@@ -466,9 +507,16 @@ impl McpServer {
         );
     }
 
-    fn end(&self, child: Option<&mut tokio::process::Child>, reason: String) {
+    fn end(&self, child: Option<&mut tokio::process::Child>, pgid: Option<u32>, reason: String) {
+        // By the saved group id: the leader may already be reaped.
+        if let Some(g) = pgid {
+            kill_pgid(g);
+            let _ = self
+                .pgid
+                .compare_exchange(g, 0, Ordering::AcqRel, Ordering::Acquire);
+        }
         if let Some(child) = child {
-            kill_group(child);
+            let _ = child.start_kill();
         }
         *self.catalog.write().unwrap_or_else(|p| p.into_inner()) = Arc::default();
         if !self.stop.is_cancelled() {
@@ -479,7 +527,23 @@ impl McpServer {
 
     async fn list_tools(&self, peer: &Peer<RoleClient>) -> Result<Vec<McpTool>, ServiceError> {
         let tools = peer.list_all_tools().await?;
-        Ok(tools.into_iter().map(|t| self.tool_of(t)).collect())
+        Ok(tools
+            .into_iter()
+            .map(|t| self.tool_of(t))
+            .filter(|t| {
+                // One name a provider rejects would fail every model request.
+                let ok = t.prefixed.len() <= MAX_TOOL_NAME
+                    && t
+                        .name
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+                if !ok {
+                    tracing::warn!(server = %self.name, tool = %t.name,
+                        "MCP tool skipped: {} is not a valid tool name for model providers (letters, digits, _ and -, at most {MAX_TOOL_NAME} characters)", t.prefixed);
+                }
+                ok
+            })
+            .collect())
     }
 
     fn tool_of(&self, t: Tool) -> McpTool {
@@ -575,7 +639,8 @@ impl McpServer {
             }
             // The server answered: it is alive.
             Err(McpCallError::Rpc { .. }) => b.success(),
-            Err(_) => {}
+            // No verdict; a probe that ended so leaves room for the next one.
+            Err(_) => b.abandon_probe(Instant::now()),
         }
     }
 
@@ -638,6 +703,14 @@ impl McpServer {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let token = handle.progress_token.clone();
         self.progress.insert(token.clone(), tx);
+        // Dropped with this future too (a dropped turn): the route goes, the
+        // breaker's probe is released and the server is told to stop.
+        let mut guard = InFlight {
+            server: self,
+            peer: peer.clone(),
+            token: token.clone(),
+            id: Some(handle.id.clone()),
+        };
         let id = handle.id.clone();
         let answer = handle.await_response();
         tokio::pin!(answer);
@@ -653,6 +726,7 @@ impl McpServer {
                     progress(msg);
                 }
                 () = cancel.cancelled() => {
+                    guard.id = None;
                     let _ = peer
                         .notify_cancelled(CancelledNotificationParam::new(
                             Some(id.clone()),
@@ -663,7 +737,7 @@ impl McpServer {
                 }
             }
         };
-        self.progress.remove(&token);
+        guard.id = None;
         out
     }
 
@@ -723,4 +797,33 @@ impl McpServer {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A request in flight; on drop its progress route goes, and if it never
+/// finished (`id` still set) the server is told and a probe is released.
+struct InFlight<'a> {
+    server: &'a McpServer,
+    peer: Peer<RoleClient>,
+    token: rmcp::model::ProgressToken,
+    id: Option<rmcp::model::RequestId>,
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.server.progress.remove(&self.token);
+        if let Some(id) = self.id.take() {
+            lock(&self.server.breaker).abandon_probe(Instant::now());
+            let peer = self.peer.clone();
+            if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                rt.spawn(async move {
+                    let _ = peer
+                        .notify_cancelled(CancelledNotificationParam::new(
+                            Some(id),
+                            Some("the caller went away".into()),
+                        ))
+                        .await;
+                });
+            }
+        }
+    }
 }

@@ -445,6 +445,178 @@ async fn a_crashed_server_is_a_tool_error_opens_the_breaker_and_a_probe_after_re
 }
 
 #[tokio::test]
+async fn a_cancelled_call_reaches_the_server_as_notifications_cancelled() {
+    let ws = tempfile::tempdir().unwrap();
+    let marker = ws.path().join("cancelled");
+    let cfg = fixture(&[("FIXTURE_CANCELLED", &marker.display().to_string())]);
+    let hub = hub(vec![("fx", cfg)], BTreeMap::new(), ws.path());
+    connected(&hub, "fx").await;
+    let server = hub.server("fx").unwrap();
+    let cancel = CancellationToken::new();
+    let seen = Arc::new(Mutex::new(0usize));
+    let sink = {
+        let (seen, cancel) = (seen.clone(), cancel.clone());
+        move |_m: String| {
+            *seen.lock().unwrap() += 1;
+            cancel.cancel();
+        }
+    };
+    let e = server
+        .call_tool("slow", args(json!({"seconds": 30})), &cancel, &sink)
+        .await
+        .unwrap_err();
+    assert_eq!(e, McpCallError::Cancelled);
+    assert!(*seen.lock().unwrap() >= 1, "progress came first");
+    // The server's task was cancelled (it writes the marker as it unwinds).
+    let mut found = false;
+    for _ in 0..100 {
+        if std::fs::read_to_string(&marker).is_ok_and(|s| s.contains("cancelled")) {
+            found = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(found, "the server never saw notifications/cancelled");
+    // A cancelled call is no failure: the server stays usable.
+    let r = server
+        .call_tool(
+            "echo",
+            args(json!({"text": "ok"})),
+            &CancellationToken::new(),
+            &no_progress(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(tool_result_text(&r), "ok");
+    hub.shutdown();
+}
+
+#[tokio::test]
+async fn a_public_grant_screens_the_connection_and_refuses_loopback() {
+    let ws = tempfile::tempdir().unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    for host in ["127.0.0.1", "localhost"] {
+        let cfg = ServerConfig {
+            url: Some(format!("http://{host}:{port}/mcp")),
+            ..Default::default()
+        };
+        let grants = BTreeMap::from([(
+            "pub".to_string(),
+            Capabilities {
+                http: vec!["<public>".into()],
+                ..Default::default()
+            },
+        )]);
+        let hub = hub(vec![("pub", cfg)], grants, ws.path());
+        let server = hub.server("pub").unwrap();
+        let mut rx = hub.subscribe();
+        let reason = loop {
+            if let Some(r) = server.last_error() {
+                break r;
+            }
+            tokio::time::timeout(Duration::from_secs(10), rx.changed())
+                .await
+                .expect("the refusal is reported")
+                .unwrap();
+        };
+        assert!(
+            reason.contains("SSRF guard") && reason.contains("127.0.0.1"),
+            "{host}: {reason}"
+        );
+        hub.shutdown();
+    }
+    let accepted = tokio::time::timeout(Duration::from_millis(500), listener.accept()).await;
+    assert!(accepted.is_err(), "the listener saw a connection");
+}
+
+async fn pids(server: &turnstone_mcp::McpServer) -> (u32, u32) {
+    let r = server
+        .call_tool(
+            "pids",
+            Map::new(),
+            &CancellationToken::new(),
+            &no_progress(),
+        )
+        .await
+        .unwrap();
+    let text = tool_result_text(&r);
+    let mut it = text.split_whitespace().map(|p| p.parse::<u32>().unwrap());
+    (it.next().unwrap(), it.next().unwrap())
+}
+
+/// Alive and not a zombie.
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(") ").map(|(_, a)| !a.starts_with('Z')))
+        .unwrap_or(false)
+}
+
+async fn all_gone(pids: &[u32]) -> bool {
+    for _ in 0..100 {
+        if pids.iter().all(|p| !alive(*p)) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
+#[tokio::test]
+async fn stopping_or_crashing_kills_the_whole_process_group() {
+    let ws = tempfile::tempdir().unwrap();
+    let hub = hub(vec![("fx", fixture(&[]))], BTreeMap::new(), ws.path());
+    connected(&hub, "fx").await;
+    let server = hub.server("fx").unwrap();
+
+    // A crash: the server dies, its helper must not outlive it.
+    let (srv_pid, helper) = pids(&server).await;
+    assert!(alive(srv_pid) && alive(helper));
+    let _ = server
+        .call_tool("die", Map::new(), &CancellationToken::new(), &no_progress())
+        .await;
+    assert!(
+        all_gone(&[srv_pid, helper]).await,
+        "a helper of a crashed server survived"
+    );
+
+    // A stop (disable, removal, shutdown): the restarted server and its helper go.
+    let old = srv_pid;
+    let (srv_pid, helper) = tokio::time::timeout(CONNECT, async {
+        loop {
+            connected(&hub, "fx").await;
+            if let Ok(r) = server
+                .call_tool(
+                    "pids",
+                    Map::new(),
+                    &CancellationToken::new(),
+                    &no_progress(),
+                )
+                .await
+            {
+                let text = tool_result_text(&r);
+                let mut it = text.split_whitespace().map(|p| p.parse::<u32>().unwrap());
+                let (a, b) = (it.next().unwrap(), it.next().unwrap());
+                if a != old {
+                    return (a, b);
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .expect("the server restarts");
+    assert!(alive(srv_pid) && alive(helper));
+    server.stop();
+    assert!(
+        all_gone(&[srv_pid, helper]).await,
+        "stop() left processes behind"
+    );
+    assert_eq!(server.state(), ServerState::Disabled);
+}
+
+#[tokio::test]
 async fn a_list_changed_notification_refreshes_the_tools_of_a_live_connection() {
     let ws = tempfile::tempdir().unwrap();
     let hub = hub(vec![("fx", fixture(&[]))], BTreeMap::new(), ws.path());

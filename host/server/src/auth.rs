@@ -138,6 +138,11 @@ pub fn required_scope(method: &str, path: &str) -> Option<Scope> {
     if path == "/api/events/global" {
         return Some(Scope::Read);
     }
+    // `/mcp` runs tools with no human in the loop: only for callers who may
+    // approve tool calls.
+    if path == "/mcp" || path.starts_with("/mcp/") {
+        return Some(Scope::Approve);
+    }
     let is_admin = segs.len() >= 2 && segs[0] == "api" && matches!(segs[1], "admin" | "_internal");
     match method {
         "GET" | "HEAD" | "OPTIONS" if is_admin => Some(Scope::Approve),
@@ -308,6 +313,9 @@ mod tests {
             ("GET", "/api/admin/plugins", Some(Scope::Approve)),
             ("POST", "/api/_internal/model-reload", Some(Scope::Approve)),
             ("GET", "/api/events/global", Some(Scope::Read)),
+            ("POST", "/mcp", Some(Scope::Approve)),
+            ("GET", "/mcp", Some(Scope::Approve)),
+            ("DELETE", "/mcp", Some(Scope::Approve)),
             ("PATCH", "/api/unknown", Some(Scope::Write)),
         ];
         for (m, p, want) in cases {

@@ -27,6 +27,8 @@ pub enum Command {
     Plugins,
     /// `/mcp`.
     Mcp,
+    /// `/mcp refresh [server]`: reconnect and list again.
+    McpRefresh(Option<String>),
     /// `/exit`.
     Exit,
     /// `/ws list`.
@@ -55,7 +57,8 @@ Commands:
   /rewind [N]           drop the last N messages (default 1) and their answers
   /model [alias]        list model aliases, or switch this workstream to one
   /plugins              loaded plugins with state and capabilities
-  /mcp                  MCP servers
+  /mcp                  MCP servers, their state, tools, resources and prompts
+  /mcp refresh [server] reconnect MCP servers and list them again
   /ws list              workstreams in this terminal
   /ws new [name]        open a workstream and switch to it
   /ws <N>               switch to workstream N (background ones keep running)
@@ -104,7 +107,19 @@ pub fn parse(line: &str) -> Result<Option<Command>, String> {
         }),
         "model" => Command::Model(arg_opt),
         "plugins" => Command::Plugins,
-        "mcp" => Command::Mcp,
+        "mcp" => match arg
+            .split_once(' ')
+            .map_or((arg, ""), |(a, b)| (a, b.trim()))
+        {
+            ("", _) => Command::Mcp,
+            ("refresh", "") => Command::McpRefresh(None),
+            ("refresh", server) => Command::McpRefresh(Some(server.to_string())),
+            (other, _) => {
+                return Err(format!(
+                    "/mcp takes nothing or `refresh [server]`, not {other:?}"
+                ));
+            }
+        },
         "exit" | "quit" | "q" => Command::Exit,
         "ws" => parse_ws(arg)?,
         other => return Err(format!("unknown command /{other} (try /help)")),
@@ -157,6 +172,16 @@ mod tests {
         );
         assert!(parse("/resume").unwrap_err().contains("needs"));
         assert_eq!(parse("/model").unwrap(), Some(Command::Model(None)));
+        assert_eq!(parse("/mcp").unwrap(), Some(Command::Mcp));
+        assert_eq!(
+            parse("/mcp refresh").unwrap(),
+            Some(Command::McpRefresh(None))
+        );
+        assert_eq!(
+            parse("/mcp refresh github").unwrap(),
+            Some(Command::McpRefresh(Some("github".into())))
+        );
+        assert!(parse("/mcp frobnicate").unwrap_err().contains("refresh"));
         assert_eq!(parse("/ws").unwrap(), Some(Command::WsList));
         assert_eq!(
             parse("/ws new research notes").unwrap(),

@@ -153,6 +153,23 @@ impl Repl {
                     Err(e) => self.error(&e.to_string()),
                 }
             }
+            Command::McpRefresh(server) => {
+                let hub = &self.app.loaded.mcp;
+                let names: Vec<String> = match server {
+                    Some(s) => vec![s],
+                    None => hub.servers().iter().map(|s| s.name.clone()).collect(),
+                };
+                if names.is_empty() {
+                    self.info("No MCP servers are configured.");
+                }
+                for name in names {
+                    if hub.reload(&name) {
+                        self.info(&format!("MCP server {name}: reconnecting"));
+                    } else {
+                        self.error(&format!("no MCP server named {name:?} (see /mcp)"));
+                    }
+                }
+            }
             Command::WsList => {
                 let lines: Vec<String> = self
                     .slots
