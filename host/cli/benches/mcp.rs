@@ -158,7 +158,7 @@ async fn main() {
     let example = target().join("example-plugins").display().to_string();
     let srv = Server::start(vec![], "", &["--plugin-dir", &example]).await;
     srv.setup_admin().await;
-    let token = srv.token("admin", "read,write");
+    let token = srv.token("admin", "read,write,approve");
     let http_cfg = ServerConfig {
         url: Some(srv.url("/mcp")),
         bearer_secret: Some("TOKEN".into()),
