@@ -42,6 +42,8 @@ pub struct Summary {
 /// The servers of one host. Dropping it stops them all.
 pub struct McpHub {
     servers: RwLock<BTreeMap<String, Arc<McpServer>>>,
+    /// The BM25 index of every tool, rebuilt only when a catalogue changed.
+    search: std::sync::Mutex<Option<(u64, Arc<SearchIndex>)>>,
     grants: RwLock<BTreeMap<String, Capabilities>>,
     changed: watch::Sender<u64>,
     env: ServerEnv,
@@ -53,6 +55,7 @@ impl McpHub {
     pub fn empty(env: ServerEnv) -> Arc<Self> {
         Arc::new(Self {
             servers: RwLock::default(),
+            search: Default::default(),
             grants: RwLock::default(),
             changed: watch::channel(0).0,
             env,
@@ -71,6 +74,7 @@ impl McpHub {
         cfg.validate()?;
         let hub = Arc::new(Self {
             servers: RwLock::default(),
+            search: Default::default(),
             grants: RwLock::new(grants.clone()),
             changed: watch::channel(0).0,
             env,
@@ -246,6 +250,43 @@ impl McpHub {
         Some((s, p))
     }
 
+    /// `tool_search`: the best `limit` tools for `query` as (prefixed name,
+    /// description). The index is cached until a catalogue changes.
+    pub fn search_tools(&self, query: &str, limit: usize) -> Vec<(String, String)> {
+        let generation = self.generation();
+        let cached = {
+            let c = self.search.lock().unwrap_or_else(|p| p.into_inner());
+            c.as_ref()
+                .filter(|(g, _)| *g == generation)
+                .map(|(_, i)| i.clone())
+        };
+        let index = match cached {
+            Some(i) => i,
+            None => {
+                let tools: Vec<(String, String)> = self
+                    .tools()
+                    .into_iter()
+                    .map(|(_, t)| (t.prefixed, t.description))
+                    .collect();
+                let index = Arc::new(SearchIndex {
+                    index: crate::search::ToolIndex::new(
+                        tools.iter().map(|(a, b)| (a.as_str(), b.as_str())),
+                    ),
+                    tools,
+                });
+                *self.search.lock().unwrap_or_else(|p| p.into_inner()) =
+                    Some((generation, index.clone()));
+                index
+            }
+        };
+        index
+            .index
+            .search(query, limit)
+            .into_iter()
+            .filter_map(|h| index.tools.iter().find(|(n, _)| *n == h.name).cloned())
+            .collect()
+    }
+
     /// A receiver that changes whenever a catalogue or a connection changes.
     pub fn subscribe(&self) -> watch::Receiver<u64> {
         self.changed.subscribe()
@@ -296,6 +337,12 @@ impl Drop for McpHub {
     fn drop(&mut self) {
         self.shutdown();
     }
+}
+
+/// A cached search index with the tools it was built from.
+struct SearchIndex {
+    index: crate::search::ToolIndex,
+    tools: Vec<(String, String)>,
 }
 
 /// One piece of a URI template.

@@ -622,6 +622,12 @@ async fn a_list_changed_notification_refreshes_the_tools_of_a_live_connection() 
     let hub = hub(vec![("fx", fixture(&[]))], BTreeMap::new(), ws.path());
     connected(&hub, "fx").await;
     assert!(hub.tool("mcp__fx__fresh").is_none());
+    // Builds the cached search index before the change.
+    assert!(
+        hub.search_tools("fresh added at run time", 5)
+            .iter()
+            .all(|(n, _)| n != "mcp__fx__fresh")
+    );
     let server = hub.server("fx").unwrap();
     let mut rx = hub.subscribe();
     let r = server
@@ -645,6 +651,11 @@ async fn a_list_changed_notification_refreshes_the_tools_of_a_live_connection() 
     .await
     .expect("the new tool appears without a reconnect");
     assert!(found.1.description.contains("added at run time"));
+    let hits = hub.search_tools("fresh added at run time", 5);
+    assert_eq!(
+        hits[0].0, "mcp__fx__fresh",
+        "the cached index was rebuilt: {hits:?}"
+    );
     let r = server
         .call_tool(
             "fresh",

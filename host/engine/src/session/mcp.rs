@@ -8,7 +8,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 use turnstone_mcp::McpServer;
 use turnstone_mcp::content::{prompt_text, read_resource_text, tool_result_text};
-use turnstone_mcp::search::{ToolIndex, tool_search_parameters};
+use turnstone_mcp::search::tool_search_parameters;
 use turnstone_runtime::bindings::v0_1_0::provider::turnstone::plugin::provider_types as wit;
 
 /// The synthetic search tool.
@@ -218,13 +218,7 @@ impl ChatSession {
                 true,
             );
         };
-        let tools = hub.tools();
-        let index = ToolIndex::new(
-            tools
-                .iter()
-                .map(|(_, t)| (t.prefixed.as_str(), t.description.as_str())),
-        );
-        let hits = index.search(&query, self.cfg.tool_search.max_results);
+        let hits = hub.search_tools(&query, self.cfg.tool_search.max_results);
         if hits.is_empty() {
             return (format!("No tools match {query:?}."), false);
         }
@@ -232,11 +226,9 @@ impl ChatSession {
             "Found {} tool(s); they are now available to call:",
             hits.len()
         )];
-        for h in hits {
-            if let Some((_, t)) = tools.iter().find(|(_, t)| t.prefixed == h.name) {
-                lines.push(format!("- {}: {}", t.prefixed, t.description));
-            }
-            self.found_tools.insert(h.name);
+        for (name, description) in hits {
+            lines.push(format!("- {name}: {description}"));
+            self.found_tools.insert(name);
         }
         (lines.join("\n"), false)
     }
