@@ -1,0 +1,115 @@
+//! The environment of a stdio MCP server: only granted names, never a
+//! credential. Its own test binary: it sets host variables, which must not
+//! race other tests' threads reading the environment.
+
+use serde_json::Map;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+use turnstone_mcp::config::ServerConfig;
+use turnstone_mcp::content::tool_result_text;
+use turnstone_mcp::{McpConfig, McpHub, ServerEnv, ServerState};
+use turnstone_runtime::Capabilities;
+use turnstone_test_support::mcp::{fixture_server, python};
+
+fn hub(
+    servers: Vec<(&str, ServerConfig)>,
+    grants: BTreeMap<String, Capabilities>,
+    ws: &std::path::Path,
+) -> Arc<McpHub> {
+    let cfg = McpConfig {
+        servers: servers
+            .into_iter()
+            .map(|(n, s)| (n.to_string(), s))
+            .collect(),
+        ..Default::default()
+    };
+    let env = ServerEnv {
+        workspace: ws.to_path_buf(),
+        secrets: Arc::new(turnstone_runtime::plugin::EnvSecrets),
+        network: Default::default(),
+    };
+    McpHub::start(&cfg, &grants, env).unwrap()
+}
+
+async fn connected(hub: &McpHub, name: &str) {
+    let state = hub.wait_connected(name, Duration::from_secs(60)).await;
+    assert_eq!(state, Some(ServerState::Connected), "{name}: {state:?}");
+}
+
+fn no_progress() -> impl Fn(String) + Send + Sync {
+    |_| {}
+}
+
+fn fixture(extra_env: &[(&str, &str)]) -> ServerConfig {
+    ServerConfig {
+        command: Some(python().display().to_string()),
+        args: vec![fixture_server().display().to_string(), "stdio".into()],
+        env: extra_env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn the_fixture_sees_only_granted_names_and_never_a_credential() {
+    // Set before any thread exists (the runtime is built below).
+    unsafe {
+        std::env::set_var("TS_FIXTURE_VISIBLE", "yes");
+        std::env::set_var("TS_FIXTURE_HIDDEN", "no");
+        std::env::set_var("TS_FIXTURE_TOKEN", "leak");
+    }
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let ws = tempfile::tempdir().unwrap();
+        let py = python();
+        let cfg = fixture(&[("FIXTURE_MODE", "set-by-operator")]);
+        let requested_exec = py.file_name().unwrap().to_string_lossy().into_owned();
+        let grants = BTreeMap::from([(
+            "fx".to_string(),
+            Capabilities {
+                exec: vec![requested_exec],
+                env: vec!["TS_FIXTURE_VISIBLE".into(), "TS_FIXTURE_TOKEN".into()],
+                filesystem: vec![turnstone_runtime::FsGrant {
+                    path: ws.path().display().to_string(),
+                    access: turnstone_runtime::Access::ReadOnly,
+                }],
+                ..Default::default()
+            },
+        )]);
+        let hub = hub(vec![("fx", cfg)], grants, ws.path());
+        connected(&hub, "fx").await;
+        let (server, _) = hub.tool("mcp__fx__env_names").unwrap();
+        let r = server
+            .call_tool(
+                "env_names",
+                Map::new(),
+                &CancellationToken::new(),
+                &no_progress(),
+            )
+            .await
+            .unwrap();
+        let text = tool_result_text(&r);
+        let names: Vec<&str> = text.lines().collect();
+        assert!(names.contains(&"TS_FIXTURE_VISIBLE"), "{names:?}");
+        assert!(names.contains(&"FIXTURE_MODE"), "{names:?}");
+        assert!(
+            !names.contains(&"TS_FIXTURE_HIDDEN"),
+            "ungranted: {names:?}"
+        );
+        assert!(
+            !names.contains(&"TS_FIXTURE_TOKEN"),
+            "credential-like: {names:?}"
+        );
+        assert!(
+            names
+                .iter()
+                .all(|n| !n.ends_with("_TOKEN") && !n.ends_with("_KEY")),
+            "{names:?}"
+        );
+        hub.shutdown();
+    });
+}
