@@ -183,8 +183,24 @@ fn turnstone_mcp_over_stdio_with_the_python_client() {
         .map(|t| t.as_str().unwrap())
         .collect();
     assert!(
-        tools.contains(&"word_count") && !tools.contains(&"bash"),
+        tools.contains(&"word_count") && tools.contains(&"read_file"),
         "{tools:?}"
+    );
+    assert!(!tools.contains(&"bash"), "{tools:?}");
+    let props: Vec<&str> = v["word_count_properties"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap())
+        .collect();
+    assert!(
+        props.contains(&"text") && props.contains(&"path"),
+        "schema from describe: {props:?}"
+    );
+    assert_eq!(v["bash"]["refused"], true, "{v}");
+    assert!(
+        v["bash"]["message"].as_str().unwrap().contains("served"),
+        "{v}"
     );
     assert_eq!(v["text"]["is_error"], false);
     assert!(
@@ -196,7 +212,7 @@ fn turnstone_mcp_over_stdio_with_the_python_client() {
         v["file"]["text"]
             .as_str()
             .unwrap()
-            .contains("[plugins.grants.word_count]"),
+            .contains("[plugins.grants.word_count] filesystem"),
         "{v}"
     );
 }

@@ -559,7 +559,9 @@ async fn stopping_or_crashing_kills_the_whole_process_group() {
 #[tokio::test]
 async fn a_list_changed_notification_refreshes_the_tools_of_a_live_connection() {
     let ws = tempfile::tempdir().unwrap();
-    let hub = hub(vec![("fx", fixture(&[]))], BTreeMap::new(), ws.path());
+    let starts = ws.path().join("starts");
+    let cfg = fixture(&[("FIXTURE_STARTS", &starts.display().to_string())]);
+    let hub = hub(vec![("fx", cfg)], BTreeMap::new(), ws.path());
     connected(&hub, "fx").await;
     assert!(hub.tool("mcp__fx__fresh").is_none());
     // Builds the cached search index before the change.
@@ -606,5 +608,7 @@ async fn a_list_changed_notification_refreshes_the_tools_of_a_live_connection() 
         .await
         .unwrap();
     assert_eq!(tool_result_text(&r), "fresh says hello");
+    let n = std::fs::read_to_string(&starts).unwrap().lines().count();
+    assert_eq!(n, 1, "refreshed on the live connection, not by a reconnect");
     hub.shutdown();
 }
