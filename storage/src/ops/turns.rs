@@ -186,11 +186,18 @@ macro_rules! impl_turn_store {
                 turn: &$crate::types::NewTurn,
             ) -> $crate::error::Result<i64> {
                 turn.validate()?;
-                let mut conn = self.pool.acquire().await?;
-                let ids = Self::insert_turns(&mut conn, ws_id, std::slice::from_ref(turn)).await?;
-                ids.first().copied().ok_or_else(|| {
+                // An explicit transaction: when COMMIT answers, every other
+                // connection sees the turn. (In autocommit, SQLite commits a
+                // `RETURNING` insert only when the driver finishes the
+                // statement, which CI caught racing a read of a 4 MiB turn
+                // on another connection.)
+                let mut tx = self.begin_write().await?;
+                let ids = Self::insert_turns(&mut *tx, ws_id, std::slice::from_ref(turn)).await?;
+                let id = ids.first().copied().ok_or_else(|| {
                     $crate::error::StorageError::UnknownWorkstream(ws_id.to_string())
-                })
+                })?;
+                tx.commit().await?;
+                Ok(id)
             }
 
             async fn save_turns(
