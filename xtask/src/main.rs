@@ -226,23 +226,13 @@ fn test(extra: &[String]) -> Result<()> {
 
 /// The API fuzzer (PyPI `schemathesis`, pinned with its dependencies in
 /// `tests/schemathesis/requirements.txt`) in a venv under `target/`, where
-/// `host/cli/tests/openapi_fuzz.rs` finds it. Reinstalled when the pins change.
+/// `host/cli/tests/openapi_fuzz.rs` finds it.
 fn install_schemathesis(root: &Path) -> Result<()> {
-    let pins = root.join("tests/schemathesis/requirements.txt");
-    let venv = root.join("target/schemathesis");
-    let stamp = venv.join("requirements.installed");
-    let wanted = std::fs::read_to_string(&pins).context("reading the schemathesis pins")?;
-    if std::fs::read_to_string(&stamp).ok().as_deref() == Some(wanted.as_str())
-        && venv.join("bin/schemathesis").is_file()
-    {
-        return Ok(());
-    }
-    run(Command::new("python3").args(["-m", "venv"]).arg(&venv))?;
-    run(Command::new(venv.join("bin/pip"))
-        .args(["install", "--quiet", "--disable-pip-version-check", "-r"])
-        .arg(&pins))?;
-    std::fs::write(&stamp, wanted)?;
-    Ok(())
+    install_pinned_venv(
+        &root.join("tests/schemathesis/requirements.txt"),
+        &root.join("target/schemathesis"),
+        "bin/schemathesis",
+    )
 }
 
 /// Real MCP peers for the MCP tests: npm `@modelcontextprotocol/server-everything`
@@ -259,19 +249,28 @@ fn install_mcp_peers(root: &Path) -> Result<()> {
             .args(["ci", "--no-audit", "--no-fund"])
             .current_dir(&dir))?;
     }
-    let pins = dir.join("requirements.txt");
-    let venv = root.join("target/mcp-venv");
+    install_pinned_venv(
+        &dir.join("requirements.txt"),
+        &root.join("target/mcp-venv"),
+        "bin/python",
+    )
+}
+
+/// A venv at `venv` holding exactly the pins in `pins`; reinstalled when the
+/// pins change (a stamp file records what was installed) or `probe` is missing.
+fn install_pinned_venv(pins: &Path, venv: &Path, probe: &str) -> Result<()> {
     let stamp = venv.join("requirements.installed");
-    let wanted = std::fs::read_to_string(&pins).context("reading the MCP pins")?;
+    let wanted = std::fs::read_to_string(pins)
+        .with_context(|| format!("reading the pins in {}", pins.display()))?;
     if std::fs::read_to_string(&stamp).ok().as_deref() == Some(wanted.as_str())
-        && venv.join("bin/python").is_file()
+        && venv.join(probe).is_file()
     {
         return Ok(());
     }
-    run(Command::new("python3").args(["-m", "venv"]).arg(&venv))?;
+    run(Command::new("python3").args(["-m", "venv"]).arg(venv))?;
     run(Command::new(venv.join("bin/pip"))
         .args(["install", "--quiet", "--disable-pip-version-check", "-r"])
-        .arg(&pins))?;
+        .arg(pins))?;
     std::fs::write(&stamp, wanted)?;
     Ok(())
 }

@@ -4,55 +4,13 @@
 
 use serde_json::Map;
 use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::time::Duration;
 use tokio_util::sync::CancellationToken;
-use turnstone_mcp::config::ServerConfig;
 use turnstone_mcp::content::tool_result_text;
-use turnstone_mcp::{McpConfig, McpHub, ServerEnv, ServerState};
 use turnstone_runtime::Capabilities;
-use turnstone_test_support::mcp::{fixture_server, python};
+use turnstone_test_support::mcp::python;
 
-fn hub(
-    servers: Vec<(&str, ServerConfig)>,
-    grants: BTreeMap<String, Capabilities>,
-    ws: &std::path::Path,
-) -> Arc<McpHub> {
-    let cfg = McpConfig {
-        servers: servers
-            .into_iter()
-            .map(|(n, s)| (n.to_string(), s))
-            .collect(),
-        ..Default::default()
-    };
-    let env = ServerEnv {
-        workspace: ws.to_path_buf(),
-        secrets: Arc::new(turnstone_runtime::plugin::EnvSecrets),
-        network: Default::default(),
-    };
-    McpHub::start(&cfg, &grants, env).unwrap()
-}
-
-async fn connected(hub: &McpHub, name: &str) {
-    let state = hub.wait_connected(name, Duration::from_secs(60)).await;
-    assert_eq!(state, Some(ServerState::Connected), "{name}: {state:?}");
-}
-
-fn no_progress() -> impl Fn(String) + Send + Sync {
-    |_| {}
-}
-
-fn fixture(extra_env: &[(&str, &str)]) -> ServerConfig {
-    ServerConfig {
-        command: Some(python().display().to_string()),
-        args: vec![fixture_server().display().to_string(), "stdio".into()],
-        env: extra_env
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-        ..Default::default()
-    }
-}
+mod common;
+use common::{connected, fixture, hub, no_progress};
 
 #[test]
 fn the_fixture_sees_only_granted_names_and_never_a_credential() {

@@ -1,58 +1,33 @@
 //! The MCP client against real peers: npm `server-everything` over stdio and
 //! streamable HTTP, and a fixture written with the PyPI `mcp` SDK.
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, json};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use turnstone_mcp::config::ServerConfig;
 use turnstone_mcp::content::{prompt_text, read_resource_text, tool_result_text};
-use turnstone_mcp::{McpCallError, McpConfig, McpHub, ServerEnv, ServerState};
+use turnstone_mcp::{McpCallError, McpHub, ServerState};
 use turnstone_runtime::Capabilities;
-use turnstone_test_support::mcp::{everything_server, fixture_server, free_port, node, python};
+use turnstone_test_support::mcp::{everything_server, free_port, node};
 
-const CONNECT: Duration = Duration::from_secs(60);
+mod common;
+use common::{CONNECT, args, connected, fixture, hub, no_progress, stdio};
 
-fn env(workspace: &std::path::Path) -> ServerEnv {
-    ServerEnv {
-        workspace: workspace.to_path_buf(),
-        secrets: Arc::new(turnstone_runtime::plugin::EnvSecrets),
-        network: Default::default(),
+/// Waits until server `name` reports why it could not connect.
+async fn failure_reason(hub: &McpHub, name: &str) -> String {
+    let server = hub.server(name).unwrap();
+    let mut rx = hub.subscribe();
+    loop {
+        if let Some(r) = server.last_error() {
+            return r;
+        }
+        tokio::time::timeout(Duration::from_secs(10), rx.changed())
+            .await
+            .expect("the refusal is reported")
+            .unwrap();
     }
-}
-
-fn args(v: Value) -> Map<String, Value> {
-    v.as_object().cloned().unwrap_or_default()
-}
-
-fn stdio(command: std::path::PathBuf, a: &[&str]) -> ServerConfig {
-    ServerConfig {
-        command: Some(command.display().to_string()),
-        args: a.iter().map(|s| s.to_string()).collect(),
-        ..Default::default()
-    }
-}
-
-fn hub(
-    servers: Vec<(&str, ServerConfig)>,
-    grants: BTreeMap<String, Capabilities>,
-    ws: &std::path::Path,
-) -> Arc<McpHub> {
-    let cfg = McpConfig {
-        servers: servers
-            .into_iter()
-            .map(|(n, s)| (n.to_string(), s))
-            .collect(),
-        call_timeout_secs: Some(30),
-        ..Default::default()
-    };
-    McpHub::start(&cfg, &grants, env(ws)).unwrap()
-}
-
-async fn connected(hub: &McpHub, name: &str) {
-    let state = hub.wait_connected(name, CONNECT).await;
-    assert_eq!(state, Some(ServerState::Connected), "{name}: {state:?}");
 }
 
 /// Waits for the supervisor to notice a dropped connection and reconnect.
@@ -66,10 +41,6 @@ async fn reconnected(hub: &McpHub, name: &str) {
     .await
     .expect("the drop is noticed");
     connected(hub, name).await;
-}
-
-fn no_progress() -> impl Fn(String) + Send + Sync {
-    |_| {}
 }
 
 #[tokio::test]
@@ -276,17 +247,7 @@ async fn an_http_server_on_an_ungranted_host_is_refused_before_any_connection() 
         },
     )]);
     let hub = hub(vec![("remote", cfg)], grants, ws.path());
-    let server = hub.server("remote").unwrap();
-    let mut rx = hub.subscribe();
-    let reason = loop {
-        if let ServerState::Failed { reason } = server.state() {
-            break reason;
-        }
-        tokio::time::timeout(Duration::from_secs(10), rx.changed())
-            .await
-            .expect("the refusal is reported")
-            .unwrap();
-    };
+    let reason = failure_reason(&hub, "remote").await;
     assert!(
         reason.contains("[plugins.grants.remote] http = [\"127.0.0.1:")
             && reason.contains(&port.to_string()),
@@ -296,18 +257,6 @@ async fn an_http_server_on_an_ungranted_host_is_refused_before_any_connection() 
     assert!(accepted.is_err(), "the listener saw a connection");
     assert!(hub.tools().is_empty());
     hub.shutdown();
-}
-
-fn fixture(extra_env: &[(&str, &str)]) -> ServerConfig {
-    let mut cfg = stdio(
-        python(),
-        &[&fixture_server().display().to_string(), "stdio"],
-    );
-    cfg.env = extra_env
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    cfg
 }
 
 #[tokio::test]
@@ -449,17 +398,7 @@ async fn a_public_grant_screens_the_connection_and_refuses_loopback() {
             },
         )]);
         let hub = hub(vec![("pub", cfg)], grants, ws.path());
-        let server = hub.server("pub").unwrap();
-        let mut rx = hub.subscribe();
-        let reason = loop {
-            if let Some(r) = server.last_error() {
-                break r;
-            }
-            tokio::time::timeout(Duration::from_secs(10), rx.changed())
-                .await
-                .expect("the refusal is reported")
-                .unwrap();
-        };
+        let reason = failure_reason(&hub, "pub").await;
         assert!(
             reason.contains("SSRF guard") && reason.contains("127.0.0.1"),
             "{host}: {reason}"

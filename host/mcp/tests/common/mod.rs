@@ -1,0 +1,71 @@
+//! Helpers shared by the MCP client tests (real peers only).
+
+#![allow(dead_code)] // each test binary uses a subset
+
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+use turnstone_mcp::config::ServerConfig;
+use turnstone_mcp::{McpConfig, McpHub, ServerEnv, ServerState};
+use turnstone_runtime::Capabilities;
+use turnstone_test_support::mcp::{fixture_server, python};
+
+pub const CONNECT: Duration = Duration::from_secs(60);
+
+pub fn env(workspace: &std::path::Path) -> ServerEnv {
+    ServerEnv {
+        workspace: workspace.to_path_buf(),
+        secrets: Arc::new(turnstone_runtime::plugin::EnvSecrets),
+        network: Default::default(),
+    }
+}
+
+pub fn args(v: Value) -> Map<String, Value> {
+    v.as_object().cloned().unwrap_or_default()
+}
+
+pub fn stdio(command: std::path::PathBuf, a: &[&str]) -> ServerConfig {
+    ServerConfig {
+        command: Some(command.display().to_string()),
+        args: a.iter().map(|s| s.to_string()).collect(),
+        ..Default::default()
+    }
+}
+
+pub fn hub(
+    servers: Vec<(&str, ServerConfig)>,
+    grants: BTreeMap<String, Capabilities>,
+    ws: &std::path::Path,
+) -> Arc<McpHub> {
+    let cfg = McpConfig {
+        servers: servers
+            .into_iter()
+            .map(|(n, s)| (n.to_string(), s))
+            .collect(),
+        call_timeout_secs: Some(30),
+        ..Default::default()
+    };
+    McpHub::start(&cfg, &grants, env(ws)).unwrap()
+}
+
+pub async fn connected(hub: &McpHub, name: &str) {
+    let state = hub.wait_connected(name, CONNECT).await;
+    assert_eq!(state, Some(ServerState::Connected), "{name}: {state:?}");
+}
+
+pub fn no_progress() -> impl Fn(String) + Send + Sync {
+    |_| {}
+}
+
+pub fn fixture(extra_env: &[(&str, &str)]) -> ServerConfig {
+    let mut cfg = stdio(
+        python(),
+        &[&fixture_server().display().to_string(), "stdio"],
+    );
+    cfg.env = extra_env
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    cfg
+}
