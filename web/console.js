@@ -1,6 +1,7 @@
-// Plugin console: the node's plugins with state badges and toggles, a grant
-// editor (requested vs granted side by side), reload, install by upload with a
-// review step, uninstall, and the recent changes. Needs approve scope and the
+// Plugin console: the node's plugins (components and MCP servers) with state
+// badges and toggles, a grant editor (requested vs granted side by side),
+// reload, install by upload and MCP servers by form, both with a review step,
+// uninstall, and the recent changes. Needs approve scope and the
 // admin.plugins permission; the server checks both on every call.
 "use strict";
 
@@ -20,6 +21,12 @@ function initConsole(me) {
   btn.onclick = () => showConsole($("#console").classList.contains("hidden"));
   $("#console-reload").onclick = () => act(() => api("POST", "/api/admin/plugins/reload"));
   $("#install-form").onsubmit = (ev) => { ev.preventDefault(); installPlugin(); };
+  $("#mcp-form").onsubmit = (ev) => { ev.preventDefault(); addMcpServer(); };
+  $("#mcp-transport").onchange = () => {
+    const http = $("#mcp-transport").value === "http";
+    document.querySelectorAll(".mcp-stdio").forEach((e) => e.classList.toggle("hidden", http));
+    document.querySelectorAll(".mcp-http").forEach((e) => e.classList.toggle("hidden", !http));
+  };
   if (location.hash === "#plugins") showConsole(true);
 }
 
@@ -113,11 +120,19 @@ function renderDetail(p, review) {
   el.classList.remove("hidden");
   el.replaceChildren();
   const h = document.createElement("h3");
-  h.textContent = review ? `Review ${p.name} ${p.version}: grant what it may use` : `${p.name} ${p.version || ""}`;
+  h.textContent = review ? `Review ${p.name} ${p.version || ""}: grant what it may use` : `${p.name} ${p.version || ""}`;
   const meta = document.createElement("p");
   meta.className = "muted";
   meta.textContent = `${p.description || ""} · grant from: ${p.grant_source} · tools: ${p.tools.join(", ") || "-"}`;
   el.append(h, meta);
+  if (p.mcp) {
+    const m = document.createElement("p");
+    m.className = "muted mcp-detail";
+    m.textContent = `MCP ${p.mcp.transport} · ${p.mcp.target} · defined in ${p.mcp.origin === "api" ? "the database" : "config.toml"}` +
+      ` · resources: ${p.mcp.resources.length} · prompts: ${p.mcp.prompts.length} · breaker openings: ${p.mcp.breaker_openings}` +
+      (p.mcp.retry_in_secs != null ? ` · probe in ${p.mcp.retry_in_secs}s` : "");
+    el.append(m);
+  }
   if (p.last_error) {
     const err = document.createElement("p");
     err.className = "error";
@@ -177,8 +192,15 @@ function renderDetail(p, review) {
   } else {
     button("Save grant", "grant-save", () => act(() => api("PUT", url + "/grants", { grant: collectGrant(el) })));
     button("Reset to default", "grant-default", () => act(() => api("PUT", url + "/grants", { default: true })));
-    button("Reload", "plugin-reload", () => act(() => api("POST", url + "/reload")));
-    if (!p.builtin) {
+    button(p.kind === "mcp" ? "Reconnect" : "Reload", "plugin-reload", () => act(() => api("POST", url + "/reload")));
+    if (p.kind === "mcp") {
+      if (p.mcp && p.mcp.origin === "api") {
+        const murl = `/api/admin/mcp-servers/${encodeURIComponent(p.name)}`;
+        button("Delete", "plugin-uninstall", () => {
+          if (confirm(`Delete MCP server ${p.name}?`)) act(async () => { await api("DELETE", murl); consoleState.selected = null; $("#plugin-detail").classList.add("hidden"); });
+        });
+      }
+    } else if (!p.builtin) {
       button("Uninstall", "plugin-uninstall", () => {
         if (confirm(`Uninstall ${p.name}?`)) act(async () => { await api("DELETE", url); consoleState.selected = null; $("#plugin-detail").classList.add("hidden"); });
       });
@@ -226,5 +248,30 @@ async function installPlugin() {
   consoleState.selected = data.name;
   consoleState.review = data.state === "disabled";
   renderDetail(data, consoleState.review);
+  await loadPlugins();
+}
+
+async function addMcpServer() {
+  $("#console-error").textContent = "";
+  const http = $("#mcp-transport").value === "http";
+  const server = { type: http ? "http" : "stdio", auto_approve: $("#mcp-auto").checked };
+  if (http) {
+    server.url = $("#mcp-url").value.trim();
+    const secret = $("#mcp-secret").value.trim();
+    if (secret) server.bearer_secret = secret;
+  } else {
+    server.command = $("#mcp-command").value.trim();
+    server.args = $("#mcp-args").value.split("\n").map((a) => a.trim()).filter(Boolean);
+  }
+  try {
+    const p = await api("POST", "/api/admin/mcp-servers", { name: $("#mcp-name").value.trim(), server });
+    $("#mcp-form").reset();
+    $("#mcp-transport").onchange();
+    consoleState.selected = p.name;
+    consoleState.review = true;
+    renderDetail(p, true);
+  } catch (e) {
+    $("#console-error").textContent = e.message;
+  }
   await loadPlugins();
 }

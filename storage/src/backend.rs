@@ -176,6 +176,19 @@ pub trait PluginStore: Send + Sync {
     async fn request_plugin_reload(&self, name: &str) -> Result<bool>;
     /// Forgets a plugin.
     async fn delete_plugin(&self, name: &str) -> Result<bool>;
+    /// Creates a run-time MCP server and, in the same transaction, a fresh
+    /// `plugins` row for it (kind `mcp`, `enabled`, nothing granted): a stale
+    /// row of a deleted namesake never lends the new server its grant.
+    /// [`crate::StorageError::McpServerExists`] when the name is taken.
+    async fn create_mcp_server(&self, s: &McpServerRecord, enabled: bool) -> Result<()>;
+    /// Replaces a server's definition; false when there is none.
+    async fn update_mcp_server(&self, name: &str, definition: &str) -> Result<bool>;
+    /// Deletes a server and its `plugins` row together; false when there is none.
+    async fn delete_mcp_server(&self, name: &str) -> Result<bool>;
+    /// One run-time MCP server.
+    async fn get_mcp_server(&self, name: &str) -> Result<Option<McpServerRecord>>;
+    /// Every run-time MCP server, by name.
+    async fn list_mcp_servers(&self) -> Result<Vec<McpServerRecord>>;
 }
 
 /// Operational records: the audit log, model usage and the service registry.

@@ -17,6 +17,9 @@ pub enum StorageError {
     /// Another user already has this username.
     #[error("username {0:?} is already taken")]
     DuplicateUsername(String),
+    /// An MCP server of this name already exists.
+    #[error("an MCP server named {0:?} already exists")]
+    McpServerExists(String),
     /// The user does not exist.
     #[error("unknown user {0}")]
     UnknownUser(String),

@@ -480,6 +480,23 @@ pub struct PluginRecord {
     pub reload_seq: i64,
 }
 
+/// An MCP server defined at run time (admin API, console); servers in
+/// `config.toml` have no row. Enabled, grant and reload requests are in the
+/// `plugins` row of the same name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct McpServerRecord {
+    /// Server name (the `{server}` of `mcp__{server}__{tool}`).
+    pub name: String,
+    /// The `[mcp.servers.NAME]` entry as a JSON object.
+    pub definition: String,
+    /// Who created it.
+    pub created_by: Option<String>,
+    /// Created.
+    pub created: String,
+    /// Last definition change.
+    pub updated: String,
+}
+
 /// An audit log entry.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct AuditEntry {

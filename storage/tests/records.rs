@@ -10,6 +10,7 @@ both_backends!(
     memories_crud_search_and_counters,
     users_and_tokens,
     plugin_state_crud,
+    mcp_servers_crud_reset_a_namesakes_grant,
     audit_usage_and_services,
     attachments_store_consume_once_and_cascade
 );
@@ -362,6 +363,89 @@ async fn plugin_state_crud(h: Harness) {
     assert_eq!(db.list_plugins().await.unwrap().len(), 1);
     assert!(db.delete_plugin("word_count").await.unwrap());
     assert!(db.get_plugin("word_count").await.unwrap().is_none());
+}
+
+async fn mcp_servers_crud_reset_a_namesakes_grant(h: Harness) {
+    let db = &h.db;
+    let rec = McpServerRecord {
+        name: "github".into(),
+        definition: r#"{"command":"node","args":["srv.js"]}"#.into(),
+        created_by: Some("u1".into()),
+        created: String::new(),
+        updated: String::new(),
+    };
+    db.create_mcp_server(&rec, true).await.unwrap();
+    let row = db.get_plugin("github").await.unwrap().unwrap();
+    assert_eq!(
+        (row.kind.as_str(), row.enabled, row.granted.as_deref()),
+        ("mcp", true, None)
+    );
+    assert!(matches!(
+        db.create_mcp_server(&rec, false).await,
+        Err(StorageError::McpServerExists(n)) if n == "github"
+    ));
+    // Grant it, bump its reload sequence, then delete and recreate: the new
+    // server starts with nothing granted and a fresh row.
+    db.set_plugin_grants("github", Some(r#"{"exec":["node"]}"#))
+        .await
+        .unwrap();
+    db.request_plugin_reload("github").await.unwrap();
+    assert!(
+        db.update_mcp_server("github", r#"{"command":"python3"}"#)
+            .await
+            .unwrap()
+    );
+    let got = db.get_mcp_server("github").await.unwrap().unwrap();
+    assert_eq!(got.definition, r#"{"command":"python3"}"#);
+    assert_eq!(got.created_by.as_deref(), Some("u1"));
+    assert!(!got.created.is_empty() && got.updated >= got.created);
+    assert!(matches!(
+        db.update_mcp_server("github", "[1]").await,
+        Err(StorageError::InvalidInput(_))
+    ));
+    assert!(!db.update_mcp_server("ghost", "{}").await.unwrap());
+    assert!(db.delete_mcp_server("github").await.unwrap());
+    assert!(db.get_plugin("github").await.unwrap().is_none());
+    assert!(!db.delete_mcp_server("github").await.unwrap());
+    // A stale row of the name (say, written by an older node) lends nothing.
+    let stale = PluginRecord {
+        name: "github".into(),
+        version: "1".into(),
+        kind: "mcp".into(),
+        enabled: true,
+        granted: Some(r#"{"exec":["node"]}"#.into()),
+        config: "{}".into(),
+        state: "connected".into(),
+        last_error: None,
+        updated: String::new(),
+        reload_seq: 0,
+    };
+    db.upsert_plugin(&stale).await.unwrap();
+    db.request_plugin_reload("github").await.unwrap();
+    db.create_mcp_server(&rec, false).await.unwrap();
+    let row = db.get_plugin("github").await.unwrap().unwrap();
+    assert_eq!((row.enabled, row.granted, row.reload_seq), (false, None, 0));
+    // A component row of another name is untouched by MCP deletes.
+    let component = PluginRecord {
+        name: "word_count".into(),
+        kind: "tool".into(),
+        ..stale
+    };
+    db.upsert_plugin(&component).await.unwrap();
+    assert!(db.delete_mcp_server("github").await.unwrap());
+    assert!(db.get_plugin("word_count").await.unwrap().is_some());
+    assert!(db.list_mcp_servers().await.unwrap().is_empty());
+    assert!(matches!(
+        db.create_mcp_server(
+            &McpServerRecord {
+                definition: "not json".into(),
+                ..rec.clone()
+            },
+            true
+        )
+        .await,
+        Err(StorageError::InvalidInput(_))
+    ));
 }
 
 async fn audit_usage_and_services(h: Harness) {

@@ -1,11 +1,12 @@
 // Drives the plugin console in headless Chromium: disable a plugin with its
-// toggle, edit a grant, install a plugin by upload and grant it after review.
+// toggle, edit a grant, install a plugin by upload and grant it after review,
+// add an MCP server by form and grant it after review (it then connects).
 // The Rust side (host/cli/tests/browser.rs) checks the results through the API.
-// Usage: node console.mjs BASE_URL MANIFEST_PATH WASM_PATH
+// Usage: node console.mjs BASE_URL MANIFEST_PATH WASM_PATH MCP_PYTHON MCP_FIXTURE
 import { chromium } from "playwright-core";
 import assert from "node:assert/strict";
 
-const [base, manifestPath, wasmPath] = process.argv.slice(2);
+const [base, manifestPath, wasmPath, mcpPython, mcpFixture] = process.argv.slice(2);
 const browser = await chromium.launch({
   executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
   headless: true,
@@ -56,6 +57,22 @@ try {
   await req.check();
   await detail.locator("button.grant-enable").click();
   await row("marker_ui").locator(".badge.loaded").waitFor();
+
+  // An MCP server added by form: nothing granted until the review grants it.
+  await page.fill("#mcp-name", "fx");
+  await page.fill("#mcp-command", mcpPython);
+  await page.fill("#mcp-args", mcpFixture + "\nstdio");
+  await page.click("#mcp-form button[type=submit]");
+  await detail.getByText("Review fx").waitFor();
+  const exec = detail.locator('input[data-kind="exec"][data-value="python"]');
+  assert.equal(await exec.isChecked(), false, "an MCP server starts with nothing granted");
+  await exec.check();
+  await detail.locator('input[data-kind="filesystem"]').check();
+  await detail.locator("button.grant-enable").click();
+  await row("fx").locator(".badge.connected").waitFor({ timeout: 30000 });
+  assert.match(await row("fx").textContent(), /mcp/);
+  await row("fx").click();
+  await detail.getByText("defined in the database").waitFor();
 
   // The change log names the acting user.
   await page.locator("#plugin-audit li", { hasText: "plugin.install marker_ui" }).waitFor();

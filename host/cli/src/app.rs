@@ -10,9 +10,10 @@ use std::time::Duration;
 use turnstone_engine::events::EventSink;
 use turnstone_engine::models::{CliModel, LiveModels, ModelRegistry};
 use turnstone_engine::session::{ChatSession, SessionConfig};
-use turnstone_runtime::reconcile::{Desired, Shared};
+use turnstone_runtime::reconcile::Shared;
 use turnstone_runtime::registry::{LoadOptions, default_builtin_dir};
 use turnstone_runtime::{LivePlugins, PluginRegistry, Runtime, RuntimeOptions};
+use turnstone_server::plugins::OperatorState;
 use turnstone_storage::Storage;
 use turnstone_storage::prelude::*;
 
@@ -82,12 +83,12 @@ impl Loaded {
 }
 
 /// Loads config and plugins, with the operator's stored plugin state
-/// (`desired`) over `config.toml`. The model registry's provider hosts are
+/// (`state`: overrides and run-time MCP servers) over `config.toml`. The model registry's provider hosts are
 /// merged into operator grants.
 pub async fn load_plugins(
     flags: &PluginFlags,
     models: Option<&CliModel>,
-    desired: &Desired,
+    state: &OperatorState,
 ) -> Result<(Loaded, Option<ModelRegistry>)> {
     let (mut cfg, cfg_path) = config::load(flags.config.as_deref())?;
     if let Some(p) = &cfg_path {
@@ -160,7 +161,7 @@ pub async fn load_plugins(
         mcp_cfg.merge_json_file(path)?;
     }
     // Servers connect in the background: start-up never waits for them.
-    let mcp = turnstone_mcp::McpHub::start(
+    let mcp = turnstone_mcp::McpHub::new(
         &mcp_cfg,
         &opts.config.grants,
         turnstone_mcp::ServerEnv {
@@ -169,12 +170,13 @@ pub async fn load_plugins(
             network: opts.network.clone(),
         },
     )?;
+    mcp.apply(&state.mcp, &state.plugins.plugins);
     let tool_search = cfg.tools.search_settings(flags.tool_search);
     let shared = Arc::new(Shared::default());
     let (reg, _) = turnstone_runtime::reconcile::build(
         &runtime,
         &opts,
-        desired,
+        &state.plugins,
         None,
         &turnstone_runtime::reconcile::Reload::None,
         &shared,
@@ -284,8 +286,8 @@ impl App {
         // Storage first: the operator's plugin state decides what loads.
         let (cfg, _) = config::load(plugins.config.as_deref())?;
         let storage = open_storage(&cfg, flags.db.as_deref(), db_default).await?;
-        let desired = turnstone_server::plugins::desired_state(&storage).await?;
-        let (loaded, registry) = load_plugins(plugins, Some(&flags.model), &desired).await?;
+        let state = turnstone_server::plugins::operator_state(&storage).await?;
+        let (loaded, registry) = load_plugins(plugins, Some(&flags.model), &state).await?;
         let registry = registry.context("no model registry")?;
         let models = LiveModels::over_live_plugins(registry, loaded.live.clone());
         // Fail now, with the reason, rather than at the first message.

@@ -195,11 +195,11 @@ async fn main() -> Result<()> {
         Some(Command::Plugins { action }) => {
             // The operator's stored state, when the server's database exists.
             let (cfg, _) = config::load(cli.config.as_deref())?;
-            let desired = match app::open_existing_storage(&cfg, cli.db.as_deref()).await? {
-                Some(db) => turnstone_server::plugins::desired_state(&db).await?,
+            let state = match app::open_existing_storage(&cfg, cli.db.as_deref()).await? {
+                Some(db) => turnstone_server::plugins::operator_state(&db).await?,
                 None => Default::default(),
             };
-            let (loaded, _) = app::load_plugins(&cli.plugin_flags(), None, &desired).await?;
+            let (loaded, _) = app::load_plugins(&cli.plugin_flags(), None, &state).await?;
             // A listing shows MCP servers as they settle (connected or failed).
             mcp_cli::settle(&loaded.mcp).await;
             let mut out = std::io::stdout().lock();

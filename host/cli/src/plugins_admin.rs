@@ -11,7 +11,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use turnstone_runtime::capability::{Access, Capabilities, FsGrant};
 use turnstone_runtime::{Manifest, PluginEntry};
-use turnstone_server::plugins::{Actor, PluginStore, install_plugin, uninstall_plugin};
+use turnstone_server::plugins::{Actor, PluginStore, Subject, install_plugin, uninstall_plugin};
 use turnstone_storage::Storage;
 
 /// Capabilities named on the command line.
@@ -156,10 +156,25 @@ fn entry(loaded: &Loaded, name: &str) -> Result<PluginEntry> {
     match reg.entry(name) {
         Some(e) => Ok(e.clone()),
         None => {
-            let known: Vec<String> = reg.entries().iter().map(|e| e.name()).collect();
+            let known: Vec<String> = reg
+                .entries()
+                .iter()
+                .map(|e| e.name())
+                .chain(loaded.mcp.servers().iter().map(|s| s.name.clone()))
+                .collect();
             bail!("no plugin named {name:?} (known: {})", known.join(", "))
         }
     }
+}
+
+/// The component or MCP server `name`.
+fn subject(loaded: &Loaded, name: &str) -> Result<Subject> {
+    if loaded.registry().entry(name).is_none()
+        && let Some(server) = loaded.mcp.server(name)
+    {
+        return Ok(Subject::mcp(&server));
+    }
+    Ok(Subject::component(&entry(loaded, name)?)?)
 }
 
 /// Runs one action against `db`.
@@ -169,20 +184,22 @@ pub async fn run(
     action: &AdminAction,
     out: &mut impl Write,
 ) -> Result<()> {
-    let desired = turnstone_server::plugins::desired_state(db).await?;
-    let (loaded, _) = app::load_plugins(flags, None, &desired).await?;
+    let state = turnstone_server::plugins::operator_state(db).await?;
+    let (loaded, _) = app::load_plugins(flags, None, &state).await?;
+    // Nothing here talks to MCP servers: resolve names, then stop them.
+    loaded.mcp.shutdown();
     let store = PluginStore::new(db);
     let who = actor();
     match action {
         AdminAction::Enable { name } => {
             store
-                .set_enabled(&who, &entry(&loaded, name)?, true)
+                .set_enabled(&who, &subject(&loaded, name)?, true)
                 .await?;
             writeln!(out, "{name}: enabled")?;
         }
         AdminAction::Disable { name } => {
             store
-                .set_enabled(&who, &entry(&loaded, name)?, false)
+                .set_enabled(&who, &subject(&loaded, name)?, false)
                 .await?;
             writeln!(out, "{name}: disabled")?;
         }
@@ -192,7 +209,7 @@ pub async fn run(
             replace,
             default,
         } => {
-            let e = entry(&loaded, name)?;
+            let e = subject(&loaded, name)?;
             if *default {
                 store.set_grant(&who, &e, None).await?;
                 writeln!(out, "{name}: grant reset to the default for its origin")?;
@@ -205,7 +222,7 @@ pub async fn run(
                 let stored = db.get_plugin(name).await?.and_then(|r| r.granted);
                 let mut g = match stored {
                     Some(text) => serde_json::from_str(&text).unwrap_or_default(),
-                    None => e.effective_grant(),
+                    None => store.current_grant(&e).await?,
                 };
                 merge(&mut g, add);
                 g
@@ -214,7 +231,7 @@ pub async fn run(
             writeln!(out, "{name}: granted {}", caps_summary(&grant))?;
         }
         AdminAction::Revoke { name, caps, all } => {
-            let e = entry(&loaded, name)?;
+            let e = subject(&loaded, name)?;
             let what = caps.to_caps()?;
             if !*all && what.is_empty() {
                 bail!(
@@ -230,7 +247,7 @@ pub async fn run(
             unset,
             clear,
         } => {
-            let e = entry(&loaded, name)?;
+            let e = subject(&loaded, name)?;
             let mut config: std::collections::BTreeMap<String, String> = if *clear {
                 Default::default()
             } else {
@@ -290,11 +307,19 @@ pub async fn run(
             )?;
         }
         AdminAction::Uninstall { name } => {
+            if loaded.registry().entry(name).is_none() && db.get_mcp_server(name).await?.is_some() {
+                db.delete_mcp_server(name).await?;
+                store
+                    .audit(&who, "plugin.mcp.delete", name, serde_json::Value::Null)
+                    .await;
+                writeln!(out, "{name}: MCP server deleted")?;
+                return Ok(());
+            }
             uninstall_plugin(db, &entry(&loaded, name)?, &who).await?;
             writeln!(out, "{name}: uninstalled")?;
         }
         AdminAction::Reload { name } => {
-            store.request_reload(&who, &entry(&loaded, name)?).await?;
+            store.request_reload(&who, &subject(&loaded, name)?).await?;
             writeln!(out, "{name}: reload requested")?;
         }
     }

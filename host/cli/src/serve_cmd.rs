@@ -119,14 +119,17 @@ pub async fn run(
     let grace = Duration::from_secs(server.shutdown_grace);
     let node_id = node_id();
     let metrics = Arc::new(Metrics::default());
-    let desired = turnstone_server::plugins::desired_state(&app.storage).await?;
+    // The state App::start loaded with may be a moment old: the first poll
+    // applies whatever changed in between.
+    let state = turnstone_server::plugins::operator_state(&app.storage).await?;
     let plugins = PluginAdmin::start(
         app.loaded.runtime.clone(),
         app.loaded.options.clone(),
         app.loaded.live.clone(),
         app.loaded.shared.clone(),
         app.storage.clone(),
-        desired,
+        state,
+        Some(app.loaded.mcp.clone()),
         AdminOptions {
             watch: app.loaded.config.plugins.watch.unwrap_or(true),
             ..Default::default()

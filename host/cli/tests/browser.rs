@@ -115,6 +115,8 @@ async fn the_plugin_console_toggles_grants_and_installs_through_the_api() {
                 .arg(base)
                 .arg(up.join("plugin.toml"))
                 .arg(up.join("marker_ui.wasm"))
+                .arg(turnstone_test_support::mcp::python())
+                .arg(turnstone_test_support::mcp::fixture_server())
                 .env("CHROMIUM", chromium)
                 .current_dir(dir)
                 .output()
@@ -155,4 +157,9 @@ async fn the_plugin_console_toggles_grants_and_installs_through_the_api() {
         ui["granted"]["http"],
         serde_json::json!(["api.example.com"])
     );
+    let fx = by_name("fx");
+    assert_eq!(fx["kind"], "mcp");
+    assert_eq!(fx["state"], "connected", "{fx}");
+    assert_eq!(fx["grant_source"], "operator");
+    assert_eq!(fx["granted"]["exec"], serde_json::json!(["python"]));
 }

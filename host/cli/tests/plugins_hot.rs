@@ -76,37 +76,6 @@ async fn plugin(srv: &Server, token: &str, name: &str) -> Value {
     v
 }
 
-/// Polls until `pred` holds for the plugin (or panics after `secs`).
-async fn wait_plugin(
-    srv: &Server,
-    token: &str,
-    name: &str,
-    secs: u64,
-    pred: impl Fn(&Value) -> bool,
-) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        // 404 until the node has seen a new plugin.
-        let (s, v) = srv
-            .call(
-                "GET",
-                &format!("/v1/api/admin/plugins/{name}"),
-                Some(token),
-                None,
-            )
-            .await;
-        if s == 200 && pred(&v) {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "plugin {name} never got there: {v}\nserver log: {:#?}",
-            srv.stderr.lock().unwrap()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 fn call_step(id: &str, name: &str, args: Value) -> Step {
     sse(openai::tool_call(id, name, &[&args.to_string()]))
 }
@@ -188,7 +157,9 @@ async fn swapping_a_component_under_twenty_busy_workstreams_fails_no_turn() {
     tokio::time::sleep(Duration::from_millis(600)).await;
     let v2 = marker_wasm(V2);
     replace_file(&wasm, &v2);
-    let after = wait_plugin(&srv, &admin, "marker", 60, |p| p["wasm_sha256"] == sha(&v2)).await;
+    let after = srv
+        .wait_plugin(&admin, "marker", 60, |p| p["wasm_sha256"] == sha(&v2))
+        .await;
     let swapped_at = Instant::now();
     assert_eq!(after["state"], "loaded");
 
@@ -255,10 +226,9 @@ async fn a_broken_update_leaves_the_old_version_serving_with_the_reason() {
 
     // Not WebAssembly at all.
     replace_file(&wasm, b"this is not a component");
-    let p = wait_plugin(&srv, &admin, "marker", 30, |p| {
-        p["state"] == "update_failed"
-    })
-    .await;
+    let p = srv
+        .wait_plugin(&admin, "marker", 30, |p| p["state"] == "update_failed")
+        .await;
     assert!(
         p["last_error"]
             .as_str()
@@ -273,12 +243,13 @@ async fn a_broken_update_leaves_the_old_version_serving_with_the_reason() {
     let future =
         std::fs::read(target().join("test-components/future_wit/future_wit.wasm")).unwrap();
     replace_file(&wasm, &future);
-    let p = wait_plugin(&srv, &admin, "marker", 30, |p| {
-        p["last_error"]
-            .as_str()
-            .is_some_and(|e| e.contains("does not support"))
-    })
-    .await;
+    let p = srv
+        .wait_plugin(&admin, "marker", 30, |p| {
+            p["last_error"]
+                .as_str()
+                .is_some_and(|e| e.contains("does not support"))
+        })
+        .await;
     assert_eq!(p["state"], "update_failed");
     assert_eq!(p["wasm_sha256"], v1_sha);
 
@@ -292,7 +263,9 @@ async fn a_broken_update_leaves_the_old_version_serving_with_the_reason() {
     // A good v2 replaces it and clears the error.
     let v2 = marker_wasm(V2);
     replace_file(&wasm, &v2);
-    let p = wait_plugin(&srv, &admin, "marker", 60, |p| p["wasm_sha256"] == sha(&v2)).await;
+    let p = srv
+        .wait_plugin(&admin, "marker", 60, |p| p["wasm_sha256"] == sha(&v2))
+        .await;
     assert_eq!(p["state"], "loaded");
     assert!(p["last_error"].is_null(), "{p}");
     let (results, _) = turn_results(&srv, &admin, &ws, "again").await;
@@ -746,27 +719,29 @@ async fn cli_changes_on_the_same_database_reach_the_running_server() {
 
     let (ok, out) = cli(&srv, &["disable", "marker"]);
     assert!(ok, "{out}");
-    wait_plugin(&srv, &admin, "marker", 10, |p| p["state"] == "disabled").await;
+    srv.wait_plugin(&admin, "marker", 10, |p| p["state"] == "disabled")
+        .await;
     let (ok, out) = cli(&srv, &["enable", "marker"]);
     assert!(ok, "{out}");
-    wait_plugin(&srv, &admin, "marker", 10, |p| p["state"] == "loaded").await;
+    srv.wait_plugin(&admin, "marker", 10, |p| p["state"] == "loaded")
+        .await;
 
     let (ok, out) = cli(
         &srv,
         &["grant", "hostile", "--http", "127.0.0.1", "--exec", "echo"],
     );
     assert!(ok, "{out}");
-    let p = wait_plugin(&srv, &admin, "hostile", 10, |p| {
-        p["granted"]["exec"] == json!(["echo"])
-    })
-    .await;
+    let p = srv
+        .wait_plugin(&admin, "hostile", 10, |p| {
+            p["granted"]["exec"] == json!(["echo"])
+        })
+        .await;
     assert_eq!(p["granted"]["http"], json!(["127.0.0.1"]));
     let (ok, out) = cli(&srv, &["revoke", "hostile", "--exec", "echo"]);
     assert!(ok, "{out}");
-    let p = wait_plugin(&srv, &admin, "hostile", 10, |p| {
-        p["granted"]["exec"] == json!([])
-    })
-    .await;
+    let p = srv
+        .wait_plugin(&admin, "hostile", 10, |p| p["granted"]["exec"] == json!([]))
+        .await;
     assert_eq!(p["granted"]["http"], json!(["127.0.0.1"]));
     let (ok, out) = cli(&srv, &["revoke", "hostile"]);
     assert!(!ok && out.contains("--all"), "{out}");
@@ -774,13 +749,13 @@ async fn cli_changes_on_the_same_database_reach_the_running_server() {
     assert!(!ok && out.contains("not allowed"), "{out}");
     let (ok, out) = cli(&srv, &["config", "marker", "mode=fast", "depth=2"]);
     assert!(ok, "{out}");
-    wait_plugin(&srv, &admin, "marker", 10, |p| {
+    srv.wait_plugin(&admin, "marker", 10, |p| {
         p["config"] == json!({"mode": "fast", "depth": "2"})
     })
     .await;
     let (ok, out) = cli(&srv, &["config", "marker", "--unset", "depth"]);
     assert!(ok, "{out}");
-    wait_plugin(&srv, &admin, "marker", 10, |p| {
+    srv.wait_plugin(&admin, "marker", 10, |p| {
         p["config"] == json!({"mode": "fast"})
     })
     .await;
@@ -820,7 +795,9 @@ async fn cli_changes_on_the_same_database_reach_the_running_server() {
     let (ok, out) = cli(&srv, &["install", src.path().to_str().unwrap()]);
     assert!(ok, "{out}");
     assert!(out.contains("disabled, nothing granted"), "{out}");
-    let p = wait_plugin(&srv, &admin, "marker_two", 10, |p| p["state"] == "disabled").await;
+    let p = srv
+        .wait_plugin(&admin, "marker_two", 10, |p| p["state"] == "disabled")
+        .await;
     assert_eq!(p["granted"]["http"], json!([]));
     let (ok, out) = cli(&srv, &["install", src.path().to_str().unwrap()]);
     assert!(!ok && out.contains("already installed"), "{out}");
@@ -840,52 +817,9 @@ async fn cli_changes_on_the_same_database_reach_the_running_server() {
     );
 }
 
-/// A fresh PostgreSQL database for one test (dropped by the caller's guard).
-fn pg_database() -> Option<(String, PgGuard)> {
-    let base = std::env::var("TURNSTONE_TEST_PG_URL").ok()?;
-    let name = format!("turnstone_hot_{}", std::process::id());
-    let admin = |sql: &str| {
-        let out = std::process::Command::new("psql")
-            .arg(&base)
-            .args(["-v", "ON_ERROR_STOP=1", "-q", "-c", sql])
-            .output()
-            .expect("psql");
-        assert!(
-            out.status.success(),
-            "{sql}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    admin(&format!("DROP DATABASE IF EXISTS {name}"));
-    admin(&format!("CREATE DATABASE {name}"));
-    let url = match base.rsplit_once('/') {
-        Some((head, _)) => format!("{head}/{name}"),
-        None => panic!("TURNSTONE_TEST_PG_URL has no database part: {base}"),
-    };
-    Some((url, PgGuard { base, name }))
-}
-
-struct PgGuard {
-    base: String,
-    name: String,
-}
-
-impl Drop for PgGuard {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("psql")
-            .arg(&self.base)
-            .args([
-                "-q",
-                "-c",
-                &format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name),
-            ])
-            .output();
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_disable_on_one_server_reaches_another_on_the_same_postgres() {
-    let Some((url, _guard)) = pg_database() else {
+    let Some((url, _guard)) = turnstone_test_support::pg::scratch_database("hot") else {
         eprintln!("skipped: set TURNSTONE_TEST_PG_URL (CI does)");
         return;
     };
@@ -896,16 +830,7 @@ async fn a_disable_on_one_server_reaches_another_on_the_same_postgres() {
     let b = Server::start_with(vec![], &cfg, &[], opts).await;
     let admin = a.setup_admin().await;
     // The same user logs in on the other node (one users table).
-    let (s, v) = b
-        .call(
-            "POST",
-            "/v1/api/auth/login",
-            None,
-            Some(json!({"username": "admin", "password": "correct-horse"})),
-        )
-        .await;
-    assert_eq!(s, 200, "{v}");
-    let admin_b = v["jwt"].as_str().unwrap().to_string();
+    let admin_b = b.login_admin().await;
     assert_eq!(plugin(&b, &admin_b, "marker").await["state"], "loaded");
 
     let (s, v) = a
@@ -918,7 +843,8 @@ async fn a_disable_on_one_server_reaches_another_on_the_same_postgres() {
         .await;
     assert_eq!((s, v["state"].as_str()), (200, Some("disabled")), "{v}");
     let t = Instant::now();
-    wait_plugin(&b, &admin_b, "marker", 5, |p| p["state"] == "disabled").await;
+    b.wait_plugin(&admin_b, "marker", 5, |p| p["state"] == "disabled")
+        .await;
     let lag = t.elapsed();
     eprintln!("disable reached the second node after {lag:?}");
 
@@ -940,7 +866,9 @@ async fn a_disable_on_one_server_reaches_another_on_the_same_postgres() {
         )
         .await;
     assert_eq!(s, 200);
-    let p = wait_plugin(&a, &admin, "marker", 5, |p| p["state"] == "loaded").await;
+    let p = a
+        .wait_plugin(&admin, "marker", 5, |p| p["state"] == "loaded")
+        .await;
     assert_eq!(p["grant_source"], "operator");
     assert_eq!(p["granted"]["http"], json!(["api.example.com"]));
     let row = p["stored"].clone();

@@ -274,11 +274,15 @@ impl ServerConfig {
             name: name.to_string(),
             reason: reason.to_string(),
         };
-        if self.timeout_secs == Some(0) {
-            return Err(bad("timeout_secs must be at least 1"));
+        if let Some(t) = self.timeout_secs
+            && !(1..=86_400).contains(&t)
+        {
+            return Err(bad("timeout_secs must be between 1 and 86400"));
         }
-        if self.breaker_threshold == Some(0) {
-            return Err(bad("breaker_threshold must be at least 1"));
+        if let Some(t) = self.breaker_threshold
+            && !(1..=1000).contains(&t)
+        {
+            return Err(bad("breaker_threshold must be between 1 and 1000"));
         }
         if let Some(c) = self.breaker_cool_down_secs
             && !(c.is_finite() && (0.0..=86_400.0).contains(&c))
@@ -436,7 +440,10 @@ mod tests {
         assert!(e.to_string().contains("between 0 and 86400"), "{e}");
         let e =
             parse_mcp_json(r#"{"mcpServers": {"a": {"command": "x", "timeout": 0}}}"#).unwrap_err();
-        assert!(e.to_string().contains("at least 1"), "{e}");
+        assert!(e.to_string().contains("between 1 and 86400"), "{e}");
+        let e = parse_mcp_json(r#"{"mcpServers": {"a": {"command": "x", "timeout": 86401}}}"#)
+            .unwrap_err();
+        assert!(e.to_string().contains("between 1 and 86400"), "{e}");
         let e = parse_mcp_json(r#"{"servers": {}}"#).unwrap_err();
         assert!(e.to_string().contains("mcpServers"), "{e}");
     }

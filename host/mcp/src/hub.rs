@@ -2,7 +2,7 @@
 //! start-up), looked up by prefixed tool name, resource URI or prompt name,
 //! enabled, disabled and reloaded at run time.
 
-use crate::config::{ConfigError, McpConfig, ServerConfig};
+use crate::config::{ConfigError, McpConfig, ServerConfig, validate_name};
 use crate::connect::ServerEnv;
 use crate::grants::Origin;
 use crate::server::{McpServer, McpTool, ServerState};
@@ -13,6 +13,7 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 use tokio::sync::watch;
 use turnstone_runtime::Capabilities;
+use turnstone_runtime::reconcile::Override;
 
 /// The prefix of every MCP tool name.
 pub const PREFIX: &str = "mcp__";
@@ -39,12 +40,102 @@ pub struct Summary {
     pub prompts: usize,
 }
 
+/// What the operator wants of one server.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerWish {
+    /// Its definition (`disabled` set when the operator disabled it).
+    pub config: ServerConfig,
+    /// Where the definition came from (decides the default grant).
+    pub origin: Origin,
+    /// The operator's grant; `None`: the default of its origin.
+    pub grant: Option<Capabilities>,
+    /// Reload requests: a new value reconnects the server.
+    pub reload_seq: i64,
+}
+
+/// What one [`McpHub::apply`] did to a server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HubChange {
+    /// A server that was not there starts.
+    Added(String),
+    /// Its definition, grant or enabled state changed: restarted with the new one.
+    Replaced(String),
+    /// A reload request: reconnected.
+    Reconnected(String),
+    /// Gone from the configuration and the database.
+    Removed(String),
+}
+
+/// Every server `name` the operator wants on this node:
+/// * `config` servers (`config.toml`, `--mcp-config`; origin config) with
+///   their `[plugins.grants]` entry from `config_grants`;
+/// * `runtime` servers (the `mcp_servers` table; origin api), unless a
+///   config server has the name (config wins, with a warning);
+/// * `overrides` (the `plugins` table) laid over both: enabled, grant, reload.
+///
+/// A runtime definition that does not validate is skipped with a warning.
+pub fn wishes(
+    config: &McpConfig,
+    config_grants: &BTreeMap<String, Capabilities>,
+    runtime: &BTreeMap<String, ServerConfig>,
+    overrides: &BTreeMap<String, Override>,
+) -> BTreeMap<String, ServerWish> {
+    let mut out = BTreeMap::new();
+    let sources = config
+        .servers
+        .iter()
+        .map(|(n, c)| (n, c, Origin::Config))
+        .chain(runtime.iter().map(|(n, c)| (n, c, Origin::Api)));
+    for (name, server, origin) in sources {
+        if out.contains_key(name) {
+            tracing::warn!(
+                server = %name,
+                "an MCP server of this name is defined in config.toml; the database definition is ignored"
+            );
+            continue;
+        }
+        if origin == Origin::Api
+            && let Err(e) = validate_name(name)
+                .and_then(|()| server.transport(name).map(|_| ()))
+                .and_then(|()| server.validate_numbers(name))
+        {
+            tracing::warn!(server = %name, "stored MCP server definition skipped: {e}");
+            continue;
+        }
+        let ov = overrides.get(name.as_str());
+        let mut config = server.clone();
+        if let Some(enabled) = ov.and_then(|o| o.enabled) {
+            config.disabled = !enabled;
+        }
+        let grant = match ov.and_then(|o| o.grant.clone()) {
+            Some(g) => Some(g),
+            None if origin == Origin::Config => config_grants.get(name.as_str()).cloned(),
+            None => None,
+        };
+        out.insert(
+            name.clone(),
+            ServerWish {
+                config,
+                origin,
+                grant,
+                reload_seq: ov.map_or(0, |o| o.reload_seq),
+            },
+        );
+    }
+    out
+}
+
 /// The servers of one host. Dropping it stops them all.
 pub struct McpHub {
     servers: RwLock<BTreeMap<String, Arc<McpServer>>>,
     /// The BM25 index of every tool, rebuilt only when a catalogue changed.
     search: std::sync::Mutex<Option<(u64, Arc<SearchIndex>)>>,
-    grants: RwLock<BTreeMap<String, Capabilities>>,
+    /// Servers written by the operator (`config.toml`, `--mcp-config`).
+    base: McpConfig,
+    /// `[plugins.grants]` of `config.toml`.
+    base_grants: BTreeMap<String, Capabilities>,
+    /// Serialises [`McpHub::apply`] so two passes never interleave.
+    applying: std::sync::Mutex<()>,
     changed: watch::Sender<u64>,
     env: ServerEnv,
     timeout: Duration,
@@ -53,53 +144,106 @@ pub struct McpHub {
 impl McpHub {
     /// A hub with no servers.
     pub fn empty(env: ServerEnv) -> Arc<Self> {
-        Arc::new(Self {
-            servers: RwLock::default(),
-            search: Default::default(),
-            grants: RwLock::default(),
-            changed: watch::channel(0).0,
-            env,
-            timeout: crate::config::DEFAULT_CALL_TIMEOUT,
-        })
+        Arc::new(Self::with(McpConfig::default(), BTreeMap::new(), env))
     }
 
-    /// Starts every server of `cfg` in the background (call inside a tokio
-    /// runtime). `grants` are `[plugins.grants]`; a server without an entry
-    /// there gets the default of its origin (see [`crate::grants`]).
-    pub fn start(
+    fn with(base: McpConfig, base_grants: BTreeMap<String, Capabilities>, env: ServerEnv) -> Self {
+        Self {
+            servers: RwLock::default(),
+            search: Default::default(),
+            timeout: base.call_timeout(),
+            base,
+            base_grants,
+            applying: std::sync::Mutex::new(()),
+            changed: watch::channel(0).0,
+            env,
+        }
+    }
+
+    /// A hub for the servers of `cfg`, none started yet: the first
+    /// [`McpHub::apply`] starts them with the operator's stored state.
+    /// `grants` are `[plugins.grants]`; a server without an entry there gets
+    /// the default of its origin (see [`crate::grants`]).
+    pub fn new(
         cfg: &McpConfig,
         grants: &BTreeMap<String, Capabilities>,
         env: ServerEnv,
     ) -> Result<Arc<Self>, ConfigError> {
         cfg.validate()?;
-        let hub = Arc::new(Self {
-            servers: RwLock::default(),
-            search: Default::default(),
-            grants: RwLock::new(grants.clone()),
-            changed: watch::channel(0).0,
-            env,
-            timeout: cfg.call_timeout(),
-        });
-        for (name, server) in &cfg.servers {
-            hub.add(name, server.clone(), Origin::Config)?;
-        }
+        Ok(Arc::new(Self::with(cfg.clone(), grants.clone(), env)))
+    }
+
+    /// [`McpHub::new`], then every server of `cfg` starts in the background
+    /// (call inside a tokio runtime).
+    pub fn start(
+        cfg: &McpConfig,
+        grants: &BTreeMap<String, Capabilities>,
+        env: ServerEnv,
+    ) -> Result<Arc<Self>, ConfigError> {
+        let hub = Self::new(cfg, grants, env)?;
+        hub.apply(&BTreeMap::new(), &BTreeMap::new());
         Ok(hub)
     }
 
-    /// Adds (or replaces) server `name` and starts it unless disabled.
-    pub fn add(&self, name: &str, config: ServerConfig, origin: Origin) -> Result<(), ConfigError> {
-        let grant = read(&self.grants).get(name).cloned();
-        let disabled = config.disabled;
+    /// Brings the running servers in line with the configuration, the
+    /// `runtime` definitions (the `mcp_servers` table) and the operator's
+    /// `overrides` (the `plugins` table): new servers start, changed ones
+    /// restart, a new reload request reconnects, and servers no longer
+    /// wanted stop. Returns what changed.
+    pub fn apply(
+        &self,
+        runtime: &BTreeMap<String, ServerConfig>,
+        overrides: &BTreeMap<String, Override>,
+    ) -> Vec<HubChange> {
+        let _one = self.applying.lock().unwrap_or_else(|p| p.into_inner());
+        let want = wishes(&self.base, &self.base_grants, runtime, overrides);
+        let mut changes = Vec::new();
+        for (name, wish) in &want {
+            match self.server(name) {
+                Some(s)
+                    if s.config == wish.config
+                        && s.origin == wish.origin
+                        && s.explicit_grant() == wish.grant.as_ref() =>
+                {
+                    if s.reload_seq() != wish.reload_seq {
+                        s.set_reload_seq(wish.reload_seq);
+                        if s.state() != ServerState::Disabled {
+                            s.reconnect();
+                            changes.push(HubChange::Reconnected(name.clone()));
+                        }
+                    }
+                }
+                existing => match self.install(name, wish) {
+                    Ok(()) => changes.push(if existing.is_some() {
+                        HubChange::Replaced(name.clone())
+                    } else {
+                        HubChange::Added(name.clone())
+                    }),
+                    Err(e) => tracing::warn!(server = %name, "MCP server not started: {e}"),
+                },
+            }
+        }
+        for s in self.servers() {
+            if !want.contains_key(&s.name) && self.remove(&s.name) {
+                changes.push(HubChange::Removed(s.name.clone()));
+            }
+        }
+        changes
+    }
+
+    /// Starts `wish` as server `name` (unless disabled), replacing one of that name.
+    fn install(&self, name: &str, wish: &ServerWish) -> Result<(), ConfigError> {
         let server = Arc::new(McpServer::new(
             name,
-            config,
-            origin,
-            grant.as_ref(),
+            wish.config.clone(),
+            wish.origin,
+            wish.grant.as_ref(),
             &self.env,
             self.timeout,
             self.changed.clone(),
         )?);
-        if disabled {
+        server.set_reload_seq(wish.reload_seq);
+        if wish.config.disabled {
             server.stop();
         } else {
             tokio::spawn(server.clone().supervise());
@@ -117,7 +261,7 @@ impl McpHub {
     }
 
     /// Removes server `name`; false when there was none.
-    pub fn remove(&self, name: &str) -> bool {
+    fn remove(&self, name: &str) -> bool {
         let old = self
             .servers
             .write()
@@ -126,25 +270,16 @@ impl McpHub {
         match old {
             Some(s) => {
                 s.stop();
+                self.changed.send_modify(|g| *g += 1);
                 true
             }
             None => false,
         }
     }
 
-    /// Enables or disables server `name`; false when there is none.
-    pub fn set_enabled(&self, name: &str, enabled: bool) -> Result<bool, ConfigError> {
-        let Some(server) = self.server(name) else {
-            return Ok(false);
-        };
-        let running = server.state() != ServerState::Disabled;
-        if running == enabled {
-            return Ok(true);
-        }
-        let mut config = server.config.clone();
-        config.disabled = !enabled;
-        self.add(name, config, server.origin)?;
-        Ok(true)
+    /// Whether `name` is defined in the configuration (not the database).
+    pub fn configured(&self, name: &str) -> bool {
+        self.base.servers.contains_key(name)
     }
 
     /// Drops the connection of `name` and connects again; false when unknown.

@@ -22,5 +22,5 @@ pub mod server;
 pub use config::{ConfigError, McpConfig, ServerConfig};
 pub use connect::ServerEnv;
 pub use grants::Origin;
-pub use hub::{McpHub, Summary};
+pub use hub::{HubChange, McpHub, ServerWish, Summary};
 pub use server::{McpCallError, McpServer, McpTool, ServerState};

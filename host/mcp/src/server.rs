@@ -14,7 +14,7 @@ use rmcp::model::{
 };
 use rmcp::service::{PeerRequestOptions, ServiceError};
 use rmcp::{Peer, RoleClient};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 use tokio::sync::{Notify, watch};
@@ -179,6 +179,10 @@ pub struct McpServer {
     /// Effective capabilities (request ∩ grant).
     pub caps: EffectiveCapabilities,
     grant: Capabilities,
+    /// The operator's grant, when there is one (else the origin's default).
+    explicit_grant: Option<Capabilities>,
+    /// The last reload request applied (see [`crate::hub::ServerWish`]).
+    reload_seq: AtomicI64,
     call_timeout: Duration,
     state: Mutex<ServerState>,
     catalog: RwLock<Arc<Catalog>>,
@@ -230,6 +234,8 @@ impl McpServer {
             env: env.clone(),
             caps,
             grant,
+            explicit_grant: explicit_grant.cloned(),
+            reload_seq: AtomicI64::new(0),
             state: Mutex::new(ServerState::Connecting),
             catalog: RwLock::new(Arc::default()),
             peer: RwLock::new(None),
@@ -247,6 +253,25 @@ impl McpServer {
     /// The grant in force.
     pub fn grant(&self) -> &Capabilities {
         &self.grant
+    }
+
+    /// The operator's grant (`None`: the default of its origin is in force).
+    pub fn explicit_grant(&self) -> Option<&Capabilities> {
+        self.explicit_grant.as_ref()
+    }
+
+    /// What the server's configuration asks for, in capability terms.
+    pub fn requested(&self) -> Capabilities {
+        grants::requested(&self.transport, &self.env.workspace)
+    }
+
+    /// The reload request last applied.
+    pub fn reload_seq(&self) -> i64 {
+        self.reload_seq.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn set_reload_seq(&self, seq: i64) {
+        self.reload_seq.store(seq, Ordering::Release);
     }
 
     /// `stdio` or `http`.

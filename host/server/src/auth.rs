@@ -311,6 +311,9 @@ mod tests {
             // Reading admin state is admin work too (the original's read scope
             // would show every plugin's grants to any token).
             ("GET", "/api/admin/plugins", Some(Scope::Approve)),
+            ("POST", "/api/admin/mcp-servers", Some(Scope::Approve)),
+            ("PUT", "/api/admin/mcp-servers/gh", Some(Scope::Approve)),
+            ("DELETE", "/api/admin/mcp-servers/gh", Some(Scope::Approve)),
             ("POST", "/api/_internal/model-reload", Some(Scope::Approve)),
             ("GET", "/api/events/global", Some(Scope::Read)),
             ("POST", "/mcp", Some(Scope::Approve)),

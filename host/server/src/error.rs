@@ -176,6 +176,7 @@ impl From<StorageError> for ApiError {
             S::WorkstreamExists(_)
             | S::DuplicateAlias(_)
             | S::DuplicateUsername(_)
+            | S::McpServerExists(_)
             | S::TokenMismatch(_) => Self::Conflict(e.to_string()),
             S::Ambiguous { .. } | S::InvalidInput(_) => Self::BadRequest(e.to_string()),
             S::TooLarge { .. } => Self::TooLarge(e.to_string()),

@@ -8,12 +8,14 @@
 //!   scripted LLM, a session builder, [`engine::send_and_collect`];
 //! - [`server`]: the real `turnstone serve` binary on a free port with a
 //!   scratch database, an administrator, tokens and an SSE reader;
+//! - [`pg`]: scratch PostgreSQL databases for multi-node tests;
 //! - [`root`] / [`target`] / [`sse`]: paths and scripted-LLM steps.
 //!
 //! Modelled on codex-rs `core/tests/common`; written for this code base.
 
 pub mod engine;
 pub mod mcp;
+pub mod pg;
 mod recorder;
 pub mod server;
 

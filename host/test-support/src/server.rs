@@ -296,6 +296,53 @@ impl Server {
         v["jwt"].as_str().unwrap().to_string()
     }
 
+    /// Logs in as the administrator [`Server::setup_admin`] created (on any
+    /// node sharing its database); returns the JWT.
+    pub async fn login_admin(&self) -> String {
+        let (s, v) = self
+            .call(
+                "POST",
+                "/v1/api/auth/login",
+                None,
+                Some(json!({"username": "admin", "password": "correct-horse"})),
+            )
+            .await;
+        assert_eq!(s, 200, "{v}");
+        v["jwt"].as_str().unwrap().to_string()
+    }
+
+    /// Polls `GET /v1/api/admin/plugins/{name}` until `pred` holds (a 404
+    /// counts as not yet: a node sees a new plugin at its next poll); panics
+    /// with the last answer and the server log after `secs`.
+    pub async fn wait_plugin(
+        &self,
+        token: &str,
+        name: &str,
+        secs: u64,
+        pred: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let deadline = std::time::Instant::now() + Duration::from_secs(secs);
+        loop {
+            let (s, v) = self
+                .call(
+                    "GET",
+                    &format!("/v1/api/admin/plugins/{name}"),
+                    Some(token),
+                    None,
+                )
+                .await;
+            if s == 200 && pred(&v) {
+                return v;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "plugin {name} never got there: {s} {v}\nserver log: {:#?}",
+                self.stderr.lock().unwrap()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// Creates a user with `role` offline and logs in; returns its JWT.
     pub async fn user(&self, name: &str, role: &str) -> String {
         let out = self

@@ -2,14 +2,15 @@
 //! install and uninstall. Every action is written to the `plugins` table and
 //! the audit log; on a running node it is applied before the call returns.
 
-use super::desired_state;
+use super::{OperatorState, operator_state};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 use thiserror::Error;
 use tokio::sync::Mutex;
-use turnstone_runtime::reconcile::{Desired, Reconciler, Report, Shared};
+use turnstone_mcp::McpHub;
+use turnstone_runtime::reconcile::{Reconciler, Report, Shared};
 use turnstone_runtime::registry::LoadOptions;
 use turnstone_runtime::{
     Capabilities, LivePlugins, Manifest, PluginEntry, PluginSettings, PluginSource, PluginStatus,
@@ -73,27 +74,55 @@ impl Default for AdminOptions {
     }
 }
 
-/// What a new row needs and what the grant is now, taken from a plugin entry.
-struct Seed {
+/// What an action on a plugin needs to know about it: its name, what a new
+/// row starts from, and the grant in force now. Components and MCP servers
+/// are both subjects: one table, one set of rules.
+#[derive(Debug, Clone)]
+pub struct Subject {
+    /// Plugin (or MCP server) name.
+    pub name: String,
     version: String,
     kind: String,
     enabled: bool,
     grant: Capabilities,
+    mcp: bool,
 }
 
-fn seed(entry: &PluginEntry) -> Result<Seed, AdminError> {
-    let m = entry.manifest.as_ref().ok_or_else(|| {
-        AdminError::Invalid(format!(
-            "plugin at {} has no readable manifest",
-            entry.dir.display()
-        ))
-    })?;
-    Ok(Seed {
-        version: m.plugin.version.clone(),
-        kind: m.plugin.kind.as_str().to_string(),
-        enabled: !matches!(entry.status, PluginStatus::Disabled),
-        grant: entry.effective_grant(),
-    })
+impl Subject {
+    /// A component, from its registry entry.
+    pub fn component(entry: &PluginEntry) -> Result<Self, AdminError> {
+        let m = entry.manifest.as_ref().ok_or_else(|| {
+            AdminError::Invalid(format!(
+                "plugin at {} has no readable manifest",
+                entry.dir.display()
+            ))
+        })?;
+        Ok(Self {
+            name: entry.name(),
+            version: m.plugin.version.clone(),
+            kind: m.plugin.kind.as_str().to_string(),
+            enabled: !matches!(entry.status, PluginStatus::Disabled),
+            grant: entry.effective_grant(),
+            mcp: false,
+        })
+    }
+
+    /// An MCP server.
+    pub fn mcp(server: &turnstone_mcp::McpServer) -> Self {
+        Self {
+            name: server.name.clone(),
+            version: String::new(),
+            kind: "mcp".into(),
+            enabled: !server.config.disabled,
+            grant: server.grant().clone(),
+            mcp: true,
+        }
+    }
+
+    /// Whether this is an MCP server.
+    pub fn is_mcp(&self) -> bool {
+        self.mcp
+    }
 }
 
 /// Database side of every action; shared by the API and the offline CLI.
@@ -107,17 +136,16 @@ impl<'a> PluginStore<'a> {
         Self { db }
     }
 
-    /// The row for `entry`, created from what is in force when there is none.
-    async fn ensure_row(&self, entry: &PluginEntry) -> Result<PluginRecord, AdminError> {
-        let name = entry.name();
+    /// The row for `s`, created from what is in force when there is none.
+    async fn ensure_row(&self, s: &Subject) -> Result<PluginRecord, AdminError> {
+        let name = s.name.clone();
         if let Some(r) = self.db.get_plugin(&name).await? {
             return Ok(r);
         }
-        let s = seed(entry)?;
         let rec = PluginRecord {
             name: name.clone(),
-            version: s.version,
-            kind: s.kind,
+            version: s.version.clone(),
+            kind: s.kind.clone(),
             enabled: s.enabled,
             granted: None,
             config: "{}".into(),
@@ -130,7 +158,8 @@ impl<'a> PluginStore<'a> {
         Ok(self.db.get_plugin(&name).await?.unwrap_or(rec))
     }
 
-    async fn audit(&self, actor: &Actor, action: &str, name: &str, detail: Value) {
+    /// Writes one entry to the audit log (a failed write is logged, never fatal).
+    pub async fn audit(&self, actor: &Actor, action: &str, name: &str, detail: Value) {
         let e = AuditEntry {
             id: 0,
             timestamp: String::new(),
@@ -149,11 +178,11 @@ impl<'a> PluginStore<'a> {
     pub async fn set_enabled(
         &self,
         actor: &Actor,
-        entry: &PluginEntry,
+        subject: &Subject,
         enabled: bool,
     ) -> Result<(), AdminError> {
-        let name = entry.name();
-        self.ensure_row(entry).await?;
+        let name = subject.name.clone();
+        self.ensure_row(subject).await?;
         self.db.set_plugin_enabled(&name, enabled).await?;
         let action = if enabled {
             "plugin.enable"
@@ -168,16 +197,16 @@ impl<'a> PluginStore<'a> {
     pub async fn set_grant(
         &self,
         actor: &Actor,
-        entry: &PluginEntry,
+        subject: &Subject,
         grant: Option<&Capabilities>,
     ) -> Result<(), AdminError> {
         if let Some(g) = grant {
             g.validate()
                 .map_err(|e| AdminError::Invalid(e.to_string()))?;
         }
-        let name = entry.name();
-        let before = self.current_grant(entry).await?;
-        self.ensure_row(entry).await?;
+        let name = subject.name.clone();
+        let before = self.current_grant(subject).await?;
+        self.ensure_row(subject).await?;
         let json = grant.map(|g| serde_json::to_string(g).unwrap_or_default());
         self.db.set_plugin_grants(&name, json.as_deref()).await?;
         self.audit(
@@ -190,12 +219,12 @@ impl<'a> PluginStore<'a> {
         Ok(())
     }
 
-    /// The grant in force: the stored one, else what the entry says.
-    async fn current_grant(&self, entry: &PluginEntry) -> Result<Capabilities, AdminError> {
-        let row = self.db.get_plugin(&entry.name()).await?;
+    /// The grant in force: the stored one, else what the subject says.
+    pub async fn current_grant(&self, subject: &Subject) -> Result<Capabilities, AdminError> {
+        let row = self.db.get_plugin(&subject.name).await?;
         Ok(match row.and_then(|r| r.granted) {
             Some(g) => serde_json::from_str(&g).unwrap_or_default(),
-            None => seed(entry)?.grant,
+            None => subject.grant.clone(),
         })
     }
 
@@ -204,16 +233,16 @@ impl<'a> PluginStore<'a> {
     pub async fn revoke(
         &self,
         actor: &Actor,
-        entry: &PluginEntry,
+        subject: &Subject,
         what: Option<&Capabilities>,
     ) -> Result<Capabilities, AdminError> {
-        let name = entry.name();
-        let before = self.current_grant(entry).await?;
+        let name = subject.name.clone();
+        let before = self.current_grant(subject).await?;
         let after = match what {
             None => Capabilities::default(),
             Some(w) => subtract(&before, w),
         };
-        self.ensure_row(entry).await?;
+        self.ensure_row(subject).await?;
         let text = serde_json::to_string(&after).unwrap_or_default();
         self.db.set_plugin_grants(&name, Some(&text)).await?;
         self.audit(
@@ -231,11 +260,18 @@ impl<'a> PluginStore<'a> {
     pub async fn set_config(
         &self,
         actor: &Actor,
-        entry: &PluginEntry,
+        subject: &Subject,
         config: &std::collections::BTreeMap<String, String>,
     ) -> Result<(), AdminError> {
-        let name = entry.name();
-        let mut row = self.ensure_row(entry).await?;
+        if subject.mcp {
+            return Err(AdminError::Invalid(format!(
+                "{} is an MCP server: it reads no config values; change its definition instead \
+                 (PUT /v1/api/admin/mcp-servers/{})",
+                subject.name, subject.name
+            )));
+        }
+        let name = subject.name.clone();
+        let mut row = self.ensure_row(subject).await?;
         let before: Value = serde_json::from_str(&row.config).unwrap_or(Value::Null);
         row.config = serde_json::to_string(config).unwrap_or_else(|_| "{}".into());
         self.db.upsert_plugin(&row).await?;
@@ -249,14 +285,10 @@ impl<'a> PluginStore<'a> {
         Ok(())
     }
 
-    /// Asks every node to reload the plugin from disk.
-    pub async fn request_reload(
-        &self,
-        actor: &Actor,
-        entry: &PluginEntry,
-    ) -> Result<(), AdminError> {
-        let name = entry.name();
-        self.ensure_row(entry).await?;
+    /// Asks every node to reload the plugin from disk (an MCP server: to reconnect).
+    pub async fn request_reload(&self, actor: &Actor, subject: &Subject) -> Result<(), AdminError> {
+        let name = subject.name.clone();
+        self.ensure_row(subject).await?;
         self.db.request_plugin_reload(&name).await?;
         self.audit(actor, "plugin.reload", &name, Value::Null).await;
         Ok(())
@@ -291,22 +323,27 @@ pub struct PluginAdmin {
     db: Storage,
     shared: Arc<Shared>,
     install_dir: Option<PathBuf>,
-    last_desired: Mutex<Desired>,
+    last_state: Mutex<OperatorState>,
     /// Serialises install/uninstall so two uploads of one name cannot interleave.
     files: Mutex<()>,
+    /// The node's MCP servers, reconciled from the same tables.
+    mcp: Option<Arc<McpHub>>,
     _watcher: Option<turnstone_runtime::reconcile::PluginWatcher>,
 }
 
 impl PluginAdmin {
-    /// Starts reconciling `live` (loaded with `options` and `desired`), the
-    /// watcher (when enabled) and the table poller.
+    /// Starts reconciling `live` (loaded with `options` and `state`) and
+    /// `mcp` (already applied with `state`), the watcher (when enabled) and
+    /// the table poller.
+    #[allow(clippy::too_many_arguments)]
     pub async fn start(
         runtime: Arc<Runtime>,
         options: LoadOptions,
         live: Arc<LivePlugins>,
         shared: Arc<Shared>,
         db: Storage,
-        desired: Desired,
+        state: OperatorState,
+        mcp: Option<Arc<McpHub>>,
         opts: AdminOptions,
     ) -> Arc<Self> {
         let install_dir = options.config.install_dir();
@@ -321,7 +358,7 @@ impl PluginAdmin {
             runtime.clone(),
             options,
             live,
-            desired.clone(),
+            state.plugins.clone(),
             shared.clone(),
         );
         let watcher = if opts.watch {
@@ -344,14 +381,21 @@ impl PluginAdmin {
             db,
             shared,
             install_dir,
-            last_desired: Mutex::new(desired),
+            last_state: Mutex::new(state),
             files: Mutex::new(()),
+            mcp,
             _watcher: watcher,
         });
         tokio::spawn(persist_states(
             Arc::downgrade(&admin),
             admin.reconciler.subscribe(),
         ));
+        if let Some(hub) = &admin.mcp {
+            tokio::spawn(super::mcp::persist_mcp_states(
+                Arc::downgrade(&admin),
+                hub.subscribe(),
+            ));
+        }
         tokio::spawn(poll_table(Arc::downgrade(&admin), opts.sync_interval));
         admin
     }
@@ -371,23 +415,39 @@ impl PluginAdmin {
         &self.db
     }
 
-    /// Re-reads the table and applies it if it changed.
+    /// The node's MCP servers.
+    pub fn mcp(&self) -> Option<&Arc<McpHub>> {
+        self.mcp.as_ref()
+    }
+
+    /// Re-reads the tables and applies them if they changed: components
+    /// through the reconciler, MCP servers through the hub. The report is
+    /// the components' pass (empty when only MCP servers changed).
     pub async fn sync(&self) -> Result<Option<Report>, AdminError> {
-        let desired = desired_state(&self.db).await?;
-        let mut last = self.last_desired.lock().await;
-        if *last == desired {
+        let state = operator_state(&self.db).await?;
+        let mut last = self.last_state.lock().await;
+        if *last == state {
             return Ok(None);
         }
-        *last = desired.clone();
+        let components_changed = last.plugins != state.plugins;
+        *last = state.clone();
+        if let Some(hub) = &self.mcp {
+            for change in hub.apply(&state.mcp, &state.plugins.plugins) {
+                tracing::info!(?change, "MCP server change applied");
+            }
+        }
+        if !components_changed {
+            return Ok(Some(Report::default()));
+        }
         let report = self
             .reconciler
-            .set_desired(desired)
+            .set_desired(state.plugins)
             .await
             .map_err(|_| AdminError::Stopped)?;
         Ok(Some(report))
     }
 
-    /// The entry named `name` on this node.
+    /// The component named `name` on this node.
     pub fn entry(&self, name: &str) -> Result<PluginEntry, AdminError> {
         self.reconciler
             .live()
@@ -397,11 +457,22 @@ impl PluginAdmin {
             .ok_or_else(|| AdminError::NotFound(name.to_string()))
     }
 
+    /// The component or MCP server named `name` on this node.
+    pub fn subject(&self, name: &str) -> Result<Subject, AdminError> {
+        if let Ok(entry) = self.entry(name) {
+            return Subject::component(&entry);
+        }
+        match self.mcp.as_ref().and_then(|h| h.server(name)) {
+            Some(server) => Ok(Subject::mcp(&server)),
+            None => Err(AdminError::NotFound(name.to_string())),
+        }
+    }
+
     /// Enables or disables `name` and applies it here.
     pub async fn set_enabled(&self, actor: &Actor, name: &str, on: bool) -> Result<(), AdminError> {
-        let entry = self.entry(name)?;
+        let subject = self.subject(name)?;
         PluginStore::new(&self.db)
-            .set_enabled(actor, &entry, on)
+            .set_enabled(actor, &subject, on)
             .await?;
         self.sync().await?;
         Ok(())
@@ -414,9 +485,9 @@ impl PluginAdmin {
         name: &str,
         grant: Option<&Capabilities>,
     ) -> Result<(), AdminError> {
-        let entry = self.entry(name)?;
+        let subject = self.subject(name)?;
         PluginStore::new(&self.db)
-            .set_grant(actor, &entry, grant)
+            .set_grant(actor, &subject, grant)
             .await?;
         self.sync().await?;
         Ok(())
@@ -429,9 +500,9 @@ impl PluginAdmin {
         name: &str,
         config: &std::collections::BTreeMap<String, String>,
     ) -> Result<(), AdminError> {
-        let entry = self.entry(name)?;
+        let subject = self.subject(name)?;
         PluginStore::new(&self.db)
-            .set_config(actor, &entry, config)
+            .set_config(actor, &subject, config)
             .await?;
         self.sync().await?;
         Ok(())
@@ -444,9 +515,9 @@ impl PluginAdmin {
         name: &str,
         what: Option<&Capabilities>,
     ) -> Result<Capabilities, AdminError> {
-        let entry = self.entry(name)?;
+        let subject = self.subject(name)?;
         let left = PluginStore::new(&self.db)
-            .revoke(actor, &entry, what)
+            .revoke(actor, &subject, what)
             .await?;
         self.sync().await?;
         Ok(left)
@@ -457,9 +528,9 @@ impl PluginAdmin {
     pub async fn reload(&self, actor: &Actor, name: Option<&str>) -> Result<Report, AdminError> {
         match name {
             Some(n) => {
-                let entry = self.entry(n)?;
+                let subject = self.subject(n)?;
                 PluginStore::new(&self.db)
-                    .request_reload(actor, &entry)
+                    .request_reload(actor, &subject)
                     .await?;
                 Ok(self.sync().await?.unwrap_or_default())
             }
@@ -507,8 +578,12 @@ impl PluginAdmin {
     }
 
     /// Removes a third-party plugin; see [`uninstall_plugin`]. Calls in flight
-    /// finish on the version they hold.
+    /// finish on the version they hold. An MCP server defined at run time is
+    /// deleted ([`PluginAdmin::delete_mcp_server`]).
     pub async fn uninstall(&self, actor: &Actor, name: &str) -> Result<(), AdminError> {
+        if self.entry(name).is_err() && self.subject(name).is_ok_and(|s| s.is_mcp()) {
+            return self.delete_mcp_server(actor, name).await;
+        }
         let entry = self.entry(name)?;
         {
             let _files = self.files.lock().await;

@@ -8,23 +8,68 @@
 //! `turnstone plugins …` on the same database — reaches every node within a
 //! few seconds. The node that made the change applies it before answering.
 
+//!
+//! MCP servers are plugins of kind `mcp` in the same table: their enabled
+//! toggle, grant and reload requests are `plugins` rows; servers defined at
+//! run time (admin API, console) also have an `mcp_servers` row holding the
+//! definition. The same poll applies both to the node's [`turnstone_mcp::McpHub`].
+
 mod admin;
+mod mcp;
 
 pub use admin::{
-    Actor, AdminError, AdminOptions, PluginAdmin, PluginStore, install_plugin, subtract,
+    Actor, AdminError, AdminOptions, PluginAdmin, PluginStore, Subject, install_plugin, subtract,
     uninstall_plugin,
 };
 
 use std::collections::BTreeMap;
+use turnstone_mcp::ServerConfig;
 use turnstone_runtime::Capabilities;
 use turnstone_runtime::reconcile::{Desired, Override};
 use turnstone_storage::Storage;
-use turnstone_storage::types::PluginRecord;
+use turnstone_storage::types::{McpServerRecord, PluginRecord};
+
+/// Everything the operator changed, as a node applies it: component and MCP
+/// overrides (the `plugins` table) and run-time MCP server definitions (the
+/// `mcp_servers` table).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct OperatorState {
+    /// Per plugin name: enabled, grant, config overlay, reload requests.
+    pub plugins: Desired,
+    /// MCP servers defined at run time, by name.
+    pub mcp: BTreeMap<String, ServerConfig>,
+}
 
 /// The operator's plugin state as the reconciler wants it.
 pub async fn desired_state(db: &Storage) -> Result<Desired, turnstone_storage::StorageError> {
     let rows = db.list_plugins().await?;
     Ok(desired_from_records(&rows))
+}
+
+/// The operator's whole state: [`desired_state`] plus the run-time MCP servers.
+pub async fn operator_state(
+    db: &Storage,
+) -> Result<OperatorState, turnstone_storage::StorageError> {
+    let rows = db.list_plugins().await?;
+    let servers = db.list_mcp_servers().await?;
+    Ok(OperatorState {
+        plugins: desired_from_records(&rows),
+        mcp: mcp_definitions(&servers),
+    })
+}
+
+/// Stored MCP server definitions; one that does not parse is skipped with a
+/// warning (a node never starts what it cannot read).
+pub fn mcp_definitions(rows: &[McpServerRecord]) -> BTreeMap<String, ServerConfig> {
+    rows.iter()
+        .filter_map(|r| match serde_json::from_str::<ServerConfig>(&r.definition) {
+            Ok(c) => Some((r.name.clone(), c)),
+            Err(e) => {
+                tracing::warn!(server = %r.name, "stored MCP server definition does not parse ({e}); skipped");
+                None
+            }
+        })
+        .collect()
 }
 
 /// [`desired_state`] from rows already read. A grant that does not parse is

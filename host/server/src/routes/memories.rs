@@ -5,7 +5,7 @@ use super::{BadInput, Guarded, Missing, StatusOk, TooLarge, owner};
 use crate::http::{ApiError, AppState, Identity, bad_request, is_blank, parse};
 use axum::extract::{Path, Query, State};
 use axum::{Extension, Json};
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Serialize};
 use turnstone_storage::StorageError;
 use turnstone_storage::types::{Memory, NewMemory};
 use utoipa::ToSchema;
@@ -13,20 +13,6 @@ use utoipa::ToSchema;
 // The patterns spell out whitespace as the handlers judge it (Python's
 // `str.isspace`, see `http::is_blank`) instead of `\s`, whose meaning
 // differs between regex engines; `\x00` is NUL, which storage refuses.
-
-/// Reads an integer, also from an integral float (`2.0`), as Python clients
-/// and JSON Schema's `integer` allow.
-fn integral<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
-    use serde::de::Error;
-    match Option::<serde_json::Number>::deserialize(d)? {
-        None => Ok(None),
-        Some(n) => match (n.as_i64(), n.as_f64()) {
-            (Some(i), _) => Ok(Some(i)),
-            (None, Some(f)) if f.fract() == 0.0 && f.abs() < 9.0e15 => Ok(Some(f as i64)),
-            _ => Err(D::Error::custom(format!("{n} is not an integer in range"))),
-        },
-    }
-}
 
 /// What a memory is about (storage's `MEMORY_TYPES`).
 #[derive(Clone, Copy, Deserialize, ToSchema)]
@@ -414,7 +400,7 @@ pub(crate) struct SearchBody {
     )]
     query: Option<String>,
     /// Most results (default 20; clamped to 1–200).
-    #[serde(default, deserialize_with = "integral")]
+    #[serde(default, deserialize_with = "super::integral")]
     #[schema(minimum = -9223372036854775808i64, maximum = 9223372036854775807i64)]
     limit: Option<i64>,
 }

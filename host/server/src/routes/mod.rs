@@ -5,6 +5,8 @@ mod attachments;
 mod auth;
 mod info;
 mod info_types;
+mod mcp_servers;
+mod mcp_types;
 mod memories;
 mod openapi;
 mod plugins;
@@ -12,6 +14,22 @@ mod plugins_types;
 mod sse;
 mod ws;
 mod ws_types;
+
+use serde::{Deserialize, Deserializer};
+
+/// Reads an integer, also from an integral float (`2.0`), as Python clients
+/// and JSON Schema's `integer` allow.
+pub(crate) fn integral<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
+    use serde::de::Error;
+    match Option::<serde_json::Number>::deserialize(d)? {
+        None => Ok(None),
+        Some(n) => match (n.as_i64(), n.as_f64()) {
+            (Some(i), _) => Ok(Some(i)),
+            (None, Some(f)) if f.fract() == 0.0 && f.abs() < 9.0e15 => Ok(Some(f as i64)),
+            _ => Err(D::Error::custom(format!("{n} is not an integer in range"))),
+        },
+    }
+}
 
 use crate::auth::Scope;
 use crate::http::{ApiError, AppState, Identity};
@@ -211,6 +229,14 @@ pub fn api() -> axum::Router<AppState> {
         .route(
             "/api/admin/plugins/{name}/reload",
             post(plugins::reload_one),
+        )
+        .route(
+            "/api/admin/mcp-servers",
+            get(mcp_servers::list).post(mcp_servers::create),
+        )
+        .route(
+            "/api/admin/mcp-servers/{name}",
+            axum::routing::put(mcp_servers::update).delete(mcp_servers::delete),
         )
 }
 

@@ -2,7 +2,7 @@
 //! and their request types, and `/docs`, a readable rendering of it served by
 //! the UI bundle (no CDN).
 
-use super::{attachments, auth, info, memories, plugins, sse, ws};
+use super::{attachments, auth, info, mcp_servers, memories, plugins, sse, ws};
 use crate::http::AppState;
 use axum::Json;
 use axum::extract::State;
@@ -50,6 +50,7 @@ impl Modify for Security {
         plugins::list, plugins::detail, plugins::enable, plugins::disable, plugins::set_grants,
         plugins::revoke, plugins::set_config, plugins::reload_one, plugins::reload_all, plugins::install,
         plugins::uninstall, plugins::audit,
+        mcp_servers::list, mcp_servers::create, mcp_servers::update, mcp_servers::delete,
     ),
     components(schemas(
         super::ErrorBody, super::RetryBody, crate::error::WireError,

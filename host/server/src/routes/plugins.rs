@@ -39,25 +39,25 @@ impl From<AdminError> for ApiError {
 /// only `Invalid` left is about the plugin itself (its manifest does not
 /// parse, or it is a built-in that cannot be removed): a conflict with its
 /// state (409), not a bad request.
-fn state_conflict(e: AdminError) -> ApiError {
+pub(super) fn state_conflict(e: AdminError) -> ApiError {
     match e {
         AdminError::Invalid(m) => ApiError::Conflict(m),
         other => other.into(),
     }
 }
 
-fn admin(state: &AppState, id: &Identity) -> Result<Arc<PluginAdmin>, ApiError> {
+pub(super) fn admin(state: &AppState, id: &Identity) -> Result<Arc<PluginAdmin>, ApiError> {
     need(id, "admin.plugins")?;
     node(state)?.plugins.clone().ok_or_else(|| {
         ApiError::Unavailable("plugin administration is not running on this node".into())
     })
 }
 
-fn peer(addr: Option<Extension<ConnectInfo<SocketAddr>>>) -> Option<SocketAddr> {
+pub(super) fn peer(addr: Option<Extension<ConnectInfo<SocketAddr>>>) -> Option<SocketAddr> {
     addr.map(|Extension(ConnectInfo(a))| a)
 }
 
-fn actor(id: &Identity, addr: Option<SocketAddr>) -> Actor {
+pub(super) fn actor(id: &Identity, addr: Option<SocketAddr>) -> Actor {
     Actor {
         user_id: Some(id.user_id.clone()),
         ip: addr.map(|a| a.ip().to_string()),
@@ -65,10 +65,16 @@ fn actor(id: &Identity, addr: Option<SocketAddr>) -> Actor {
     }
 }
 
-async fn view_of(a: &PluginAdmin, name: &str) -> Result<PluginView, ApiError> {
-    let entry = a.entry(name)?;
+/// The view of component or MCP server `name`.
+pub(super) async fn view_of(a: &PluginAdmin, name: &str) -> Result<PluginView, ApiError> {
     let row = a.db().get_plugin(name).await.map_err(AdminError::from)?;
-    Ok(PluginView::new(&entry, row.as_ref(), a.shared()))
+    if let Ok(entry) = a.entry(name) {
+        return Ok(PluginView::new(&entry, row.as_ref(), a.shared()));
+    }
+    match a.mcp().and_then(|h| h.server(name)) {
+        Some(s) => Ok(PluginView::mcp(&s, row.as_ref())),
+        None => Err(AdminError::NotFound(name.to_string()).into()),
+    }
 }
 
 #[utoipa::path(
@@ -89,14 +95,20 @@ pub(crate) async fn list(
     let a = admin(&state, &id)?;
     let rows = a.db().list_plugins().await.map_err(AdminError::from)?;
     let snap = a.reconciler().live().snapshot();
-    let plugins = snap
+    let row = |name: &str| rows.iter().find(|r| r.name == name);
+    let mut plugins: Vec<PluginView> = snap
         .entries()
         .iter()
-        .map(|e| {
-            let row = rows.iter().find(|r| r.name == e.name());
-            PluginView::new(e, row, a.shared())
-        })
+        .map(|e| PluginView::new(e, row(&e.name()), a.shared()))
         .collect();
+    // MCP servers next to the components: one registry, one console.
+    if let Some(hub) = a.mcp() {
+        plugins.extend(
+            hub.servers()
+                .iter()
+                .map(|s| PluginView::mcp(s, row(&s.name))),
+        );
+    }
     Ok(Json(PluginList {
         plugins,
         generation: a.reconciler().live().generation(),
@@ -222,7 +234,7 @@ pub(crate) async fn set_grants(
         }
     };
     let a = admin(&state, &id)?;
-    a.entry(&name)?;
+    a.subject(&name)?;
     if let Some(g) = &grant {
         check_hosts(g)?;
         g.validate()?;

@@ -179,7 +179,7 @@ pub(crate) struct GrantCapabilities {
     #[serde(default)]
     #[schema(pattern = "^(<public>|\
                    [\\t\\n\\r ]*([Hh][Tt][Tt][Pp][Ss]?://)?\
-                   ((\\*\\.)?[A-Za-z0-9.-]+|\\[[0-9A-Fa-f:.]*\\])\
+                   ((\\*\\.)?[A-Za-z0-9.-]+|\\[[0-9A-Fa-f:.]+\\])\
                    (:\\+?0*([0-9]{1,4}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|\
                    655[0-2][0-9]|6553[0-5]))?\
                    /*[\\t\\n\\r ]*)$")]
@@ -430,8 +430,14 @@ pub(crate) enum PluginState {
     UpdateFailed,
     /// Disabled by the operator.
     Disabled,
-    /// Failed to load (nothing serves it).
+    /// Failed to load, or (an MCP server) not connected; `last_error` says why.
     Failed,
+    /// An MCP server with a live connection.
+    Connected,
+    /// An MCP server starting or reconnecting.
+    Connecting,
+    /// An MCP server whose circuit breaker is open after repeated failures.
+    OpenCircuit,
 }
 
 impl PluginState {
@@ -459,6 +465,9 @@ pub(crate) enum GrantSource {
     /// Nothing granted (a third-party plugin's default).
     #[serde(rename = "none")]
     Nothing,
+    /// An MCP server from `config.toml` with no grant entry: its own command
+    /// (or host) and working directory, which the operator wrote.
+    OwnRequest,
 }
 
 impl GrantSource {
@@ -479,11 +488,11 @@ impl GrantSource {
 #[derive(Serialize, ToSchema)]
 pub(crate) struct PluginCounts {
     /// Calls.
-    calls: u64,
+    pub(super) calls: u64,
     /// Calls that failed.
-    failures: u64,
+    pub(super) failures: u64,
     /// Capability denials.
-    denials: u64,
+    pub(super) denials: u64,
 }
 
 impl PluginCounts {
@@ -532,55 +541,58 @@ impl From<&PluginRecord> for PluginStoredState {
 #[derive(Serialize, ToSchema)]
 pub(crate) struct PluginView {
     /// Plugin name (the directory name when the manifest does not parse).
-    name: String,
+    pub(super) name: String,
     /// Version serving (else the one on disk; `null` without a manifest).
     #[schema(required = true)]
-    version: Option<String>,
+    pub(super) version: Option<String>,
     /// Version on disk (`null` without a readable manifest).
     #[schema(required = true)]
-    disk_version: Option<String>,
-    /// `tool`, `provider` or `channel` (`null` without a manifest).
+    pub(super) disk_version: Option<String>,
+    /// `tool`, `provider`, `channel` or `mcp` (`null` without a manifest).
     #[schema(required = true)]
-    kind: Option<&'static str>,
+    pub(super) kind: Option<&'static str>,
     /// `turnstone:plugin` WIT version it targets.
     #[schema(required = true)]
-    wit: Option<String>,
+    pub(super) wit: Option<String>,
     /// One-line description.
     #[schema(required = true)]
-    description: Option<String>,
+    pub(super) description: Option<String>,
     /// Shipped with the host.
-    builtin: bool,
+    pub(super) builtin: bool,
     /// Plugin directory.
-    dir: String,
+    pub(super) dir: String,
     /// State on this node.
-    state: PluginState,
+    pub(super) state: PluginState,
     /// Not disabled by the operator.
-    enabled: bool,
+    pub(super) enabled: bool,
     /// Load or update error (for `failed` and `update_failed`).
     #[schema(required = true)]
-    last_error: Option<String>,
+    pub(super) last_error: Option<String>,
     /// Tools it provides (while loaded).
-    tools: Vec<String>,
+    pub(super) tools: Vec<String>,
     /// What the manifest requests (`null` without a manifest).
     #[schema(required = true)]
-    requested: Option<CapabilitySet>,
+    pub(super) requested: Option<CapabilitySet>,
     /// The grant in force.
-    granted: CapabilitySet,
+    pub(super) granted: CapabilitySet,
     /// Where the grant comes from.
-    grant_source: GrantSource,
+    pub(super) grant_source: GrantSource,
     /// The config the loaded plugin reads (`null` when not loaded).
     #[schema(required = true)]
-    config: Option<BTreeMap<String, String>>,
+    pub(super) config: Option<BTreeMap<String, String>>,
     /// Granted entries that could not be applied (e.g. a missing directory).
-    skipped_grants: Vec<String>,
+    pub(super) skipped_grants: Vec<String>,
     /// sha256 of the loaded component (`null` when not loaded).
     #[schema(required = true)]
-    wasm_sha256: Option<String>,
+    pub(super) wasm_sha256: Option<String>,
     /// Call counters.
-    counters: PluginCounts,
+    pub(super) counters: PluginCounts,
     /// The plugin's database row (`null`: nobody changed it yet).
     #[schema(required = true)]
-    stored: Option<PluginStoredState>,
+    pub(super) stored: Option<PluginStoredState>,
+    /// MCP servers only: transport, target, origin, resources, prompts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) mcp: Option<super::mcp_types::McpDetail>,
 }
 
 impl PluginView {
@@ -618,6 +630,7 @@ impl PluginView {
             wasm_sha256: loaded.map(|p| p.wasm_sha256.clone()),
             counters: PluginCounts::of(shared, &name),
             stored: row.map(PluginStoredState::from),
+            mcp: None,
             name,
         }
     }

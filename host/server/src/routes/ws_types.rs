@@ -4,7 +4,7 @@
 //! handler requires are `Option`s in Rust (so it can say clearly what is
 //! missing) and required in the schema.
 
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Serialize};
 use turnstone_protocol::{SessionState, ToolItem};
 use utoipa::ToSchema;
 
@@ -16,20 +16,6 @@ use utoipa::ToSchema;
 pub(crate) const MAX_TITLE_CHARS: usize = 200;
 /// Most user messages one rewind drops.
 pub(crate) const MAX_REWIND: i64 = 1_000_000;
-
-/// Reads an integer, also from an integral float (`2.0`), as Python clients
-/// and JSON Schema's `integer` allow.
-fn integral<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
-    use serde::de::Error;
-    match Option::<serde_json::Number>::deserialize(d)? {
-        None => Ok(None),
-        Some(n) => match (n.as_i64(), n.as_f64()) {
-            (Some(i), _) => Ok(Some(i)),
-            (None, Some(f)) if f.fract() == 0.0 && f.abs() < 9.0e15 => Ok(Some(f as i64)),
-            _ => Err(D::Error::custom(format!("{n} is not an integer in range"))),
-        },
-    }
-}
 
 /// The kinds of workstream this server creates.
 #[derive(Deserialize, Serialize, ToSchema, Clone, Copy, PartialEq, Eq, Debug)]
@@ -318,7 +304,7 @@ pub(crate) struct TitleResponse {
 pub(crate) struct RewindBody {
     /// User messages to drop (with what followed them).
     #[schema(required = true, nullable = false, minimum = 1, maximum = 1_000_000)]
-    #[serde(default, deserialize_with = "integral")]
+    #[serde(default, deserialize_with = "super::integral")]
     pub turns: Option<i64>,
 }
 
