@@ -2,7 +2,7 @@
 //! key-value storage and the clock.
 
 use crate::CapabilityError;
-use crate::bindings::turnstone::plugin::{clock, config, kv, log as wlog};
+use crate::bindings::turnstone::plugin0_1_0::{clock, config, kv, log as wlog};
 
 /// Log levels.
 pub use wlog::Level;

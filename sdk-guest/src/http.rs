@@ -3,7 +3,7 @@
 //! [`Response::next_chunk`].
 
 use crate::CapabilityError;
-use crate::bindings::turnstone::plugin::config;
+use crate::bindings::turnstone::plugin0_1_0::config;
 use std::io::Read;
 use wasip2::http::outgoing_handler;
 use wasip2::http::types::{

@@ -55,10 +55,13 @@ pub mod sse;
 pub mod bindings {
     wit_bindgen::generate!({
         world: "tool-plugin",
-        path: "../wit/v0.1.0",
+        path: "../wit/v0.2.0",
         pub_export_macro: true,
         export_macro_name: "__export_tool_plugin",
         default_bindings_module: "turnstone_plugin_sdk::bindings",
+        // The 0.2.0 world is mostly 0.1.0's interfaces (another package
+        // version, so wit-bindgen wants them named or generated).
+        generate_all,
     });
 }
 
@@ -66,11 +69,11 @@ pub use schemars;
 pub use serde;
 pub use serde_json;
 
-use bindings::exports::turnstone::plugin::tool as wit;
+use bindings::exports::turnstone::plugin0_1_0::tool as wit;
 use std::path::{Path, PathBuf};
 
 /// A capability the host did not grant, with the exact grant that would allow it.
-pub use bindings::turnstone::plugin::types::CapabilityError;
+pub use bindings::turnstone::plugin0_1_0::types::CapabilityError;
 
 /// Everything a tool author usually needs.
 pub mod prelude {
@@ -283,7 +286,7 @@ impl Context {
     /// Streams a chunk of output to the user while the tool runs. Returns false
     /// when the call was cancelled: stop and return promptly.
     pub fn emit(&self, chunk: &str) -> bool {
-        bindings::turnstone::plugin::tool_output::emit(chunk)
+        bindings::turnstone::plugin0_1_0::tool_output::emit(chunk)
     }
 }
 
@@ -339,7 +342,7 @@ pub fn schema_for<T: schemars::JsonSchema>() -> serde_json::Value {
 #[doc(hidden)]
 pub mod __private {
     use super::*;
-    pub use bindings::exports::turnstone::plugin::tool::{
+    pub use bindings::exports::turnstone::plugin0_1_0::tool::{
         CallContext, Guest, Preview as WitPreview, ToolResult, ToolSpec,
     };
 
@@ -391,7 +394,7 @@ pub mod __private {
                 images: out
                     .images
                     .into_iter()
-                    .map(|i| bindings::turnstone::plugin::types::ImageData {
+                    .map(|i| bindings::turnstone::plugin0_1_0::types::ImageData {
                         media_type: i.media_type,
                         data_base64: i.data_base64,
                     })

@@ -1,6 +1,6 @@
 //! Asking the calling session's model (requires the `model` capability).
 
-use crate::bindings::turnstone::plugin::model as wm;
+use crate::bindings::turnstone::plugin0_1_0::model as wm;
 
 pub use wm::ModelError;
 

@@ -1,7 +1,7 @@
 //! Running programs through the host (requires an `exec` grant).
 
 use crate::CapabilityError;
-use crate::bindings::turnstone::plugin::process as wp;
+use crate::bindings::turnstone::plugin0_1_0::process as wp;
 
 pub use wp::{BackgroundOutput, ChunkWait, ExitStatus, OutputChunk, StreamKind};
 

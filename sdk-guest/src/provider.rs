@@ -8,17 +8,19 @@
 pub mod bindings {
     wit_bindgen::generate!({
         world: "provider-plugin",
-        path: "../wit/v0.1.0",
+        path: "../wit/v0.2.0",
         pub_export_macro: true,
         export_macro_name: "__export_provider_plugin",
         default_bindings_module: "turnstone_plugin_sdk::provider::bindings",
         with: {
-            "turnstone:plugin/types@0.1.0": crate::bindings::turnstone::plugin::types,
-            "turnstone:plugin/log@0.1.0": crate::bindings::turnstone::plugin::log,
-            "turnstone:plugin/config@0.1.0": crate::bindings::turnstone::plugin::config,
-            "turnstone:plugin/process@0.1.0": crate::bindings::turnstone::plugin::process,
-            "turnstone:plugin/kv@0.1.0": crate::bindings::turnstone::plugin::kv,
-            "turnstone:plugin/clock@0.1.0": crate::bindings::turnstone::plugin::clock,
+            "turnstone:plugin/types@0.1.0": crate::bindings::turnstone::plugin0_1_0::types,
+            "turnstone:plugin/log@0.1.0": crate::bindings::turnstone::plugin0_1_0::log,
+            "turnstone:plugin/config@0.1.0": crate::bindings::turnstone::plugin0_1_0::config,
+            "turnstone:plugin/process@0.1.0": crate::bindings::turnstone::plugin0_1_0::process,
+            "turnstone:plugin/kv@0.1.0": crate::bindings::turnstone::plugin0_1_0::kv,
+            "turnstone:plugin/clock@0.1.0": crate::bindings::turnstone::plugin0_1_0::clock,
+            "turnstone:plugin/provider-types@0.1.0": generate,
+            "turnstone:plugin/provider-events@0.1.0": generate,
         },
     });
 }
@@ -26,9 +28,12 @@ pub mod bindings {
 use crate::http::HttpError;
 use serde_json::Value;
 
-pub use bindings::turnstone::plugin::provider_types::{
-    CompletionRequest, ContentPart, FinishReason, Message, ModelCapabilities, ProviderError,
-    RateLimit, Role, ServerError, StreamEvent, ToolCall, ToolCallDelta, ToolDefinition, Usage,
+pub use bindings::turnstone::plugin0_1_0::provider_types::{
+    ContentPart, FinishReason, Message, ProviderError, RateLimit, Role, ServerError, StreamEvent,
+    ToolCall, ToolCallDelta, Usage,
+};
+pub use bindings::turnstone::plugin0_2_0::provider_types::{
+    CompletionRequest, ModelCapabilities, ToolDefinition,
 };
 
 /// The concatenated text parts of a message's content.
@@ -92,7 +97,7 @@ pub fn drive_sse(
 
 /// Sends one event to the host; false means "stop streaming now".
 pub fn emit(event: &StreamEvent) -> bool {
-    bindings::turnstone::plugin::provider_events::emit(event)
+    bindings::turnstone::plugin0_1_0::provider_events::emit(event)
 }
 
 /// An LLM provider adapter.
@@ -151,7 +156,7 @@ pub fn http_error(e: HttpError) -> ProviderError {
 
 #[doc(hidden)]
 pub mod __private {
-    pub use super::bindings::exports::turnstone::plugin::provider::Guest;
+    pub use super::bindings::exports::turnstone::plugin0_2_0::provider::Guest;
 }
 
 /// Exports a [`Provider`] implementation as this component's provider.

@@ -3,7 +3,7 @@
 
 use crate::turn::{ContentPart, Role, Turn};
 use turnstone_runtime::bindings::v0_1_0::host::turnstone::plugin::types::ImageData;
-use turnstone_runtime::bindings::v0_1_0::provider::turnstone::plugin::provider_types as wit;
+use turnstone_runtime::provider_types as wit;
 
 /// Resolves an attachment id to a `data:` URL (the blob store's job).
 pub trait AttachmentResolver {
@@ -32,12 +32,13 @@ fn parse_data_url(url: &str) -> Result<ImageData, LowerError> {
 }
 
 /// Lowers `turns` for a provider of flavour `provider`. Provider-native blocks
-/// are passed on only to the flavour family that produced them and only when
-/// `replay_native` is set.
+/// are passed on only to the flavour family that produced them; what of them
+/// is replayed is the provider's decision (reasoning only with the request's
+/// `replay_reasoning`; server-side tool blocks such as a tool search always,
+/// since they keep the tools they loaded loaded).
 pub fn to_wit_messages(
     turns: &[Turn],
     provider: &str,
-    replay_native: bool,
     attachments: &dyn AttachmentResolver,
 ) -> Result<Vec<wit::Message>, LowerError> {
     let family = |p: &str| p.split('-').next().unwrap_or(p).to_string();
@@ -68,7 +69,7 @@ pub fn to_wit_messages(
             let provider_data = t
                 .native
                 .as_ref()
-                .filter(|n| replay_native && family(&n.provider) == family(provider))
+                .filter(|n| family(&n.provider) == family(provider))
                 .map(|n| n.blocks.to_string());
             Ok(wit::Message {
                 role: match t.role {

@@ -246,6 +246,8 @@ pub struct Alias {
     pub config: ModelConfig,
     /// FIFO admission gate (`None` = unlimited).
     pub admission: Option<Arc<Semaphore>>,
+    /// What the provider component reports for the model, asked once.
+    pub reported: crate::session::ReportedCapabilities,
 }
 
 impl Alias {
@@ -381,6 +383,7 @@ impl ModelRegistry {
                     api_key,
                     config: c,
                     admission,
+                    reported: Default::default(),
                 }),
             );
         }

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use turnstone_engine::lower::{AttachmentResolver, to_wit_messages};
 use turnstone_engine::repair::repair_orphans;
 use turnstone_engine::turn::Turn;
-use turnstone_runtime::bindings::v0_1_0::provider::turnstone::plugin::provider_types as wit;
+use turnstone_runtime::provider_types as wit;
 use turnstone_runtime::{LoadedPlugin, PluginSettings, PluginSource, Runtime, RuntimeOptions};
 
 fn root() -> PathBuf {
@@ -61,7 +61,6 @@ fn request(case: &Value, fixture: &Value, data: &Value) -> wit::CompletionReques
     let messages = to_wit_messages(
         &repair_orphans(&turns),
         provider,
-        replay,
         &Attachments(data["attachments"].clone()),
     )
     .unwrap();
@@ -73,6 +72,7 @@ fn request(case: &Value, fixture: &Value, data: &Value) -> wit::CompletionReques
                     name: t["function"]["name"].as_str().unwrap().into(),
                     description: t["function"]["description"].as_str().unwrap_or("").into(),
                     parameters: t["function"]["parameters"].to_string(),
+                    defer_loading: false,
                 })
                 .collect()
         })
@@ -90,6 +90,7 @@ fn request(case: &Value, fixture: &Value, data: &Value) -> wit::CompletionReques
         replay_reasoning: replay,
         capabilities: extra.get("capabilities").map(|c| c.to_string()),
         extra: None,
+        tool_search: false,
     }
 }
 

@@ -182,3 +182,100 @@ async fn with_search_off_every_mcp_tool_is_sent_and_a_denied_call_does_not_run()
     assert_eq!(calls, 0, "a denied call never reaches the server");
     hub.shutdown();
 }
+
+/// The Anthropic tier: a Claude model gets every MCP tool deferred behind
+/// the API's own BM25 tool search (no client-side `tool_search`), the search
+/// blocks are replayed with the turn, and the found tool runs as usual.
+#[tokio::test]
+async fn a_claude_model_searches_the_deferred_mcp_tools_itself() {
+    use turnstone_engine::session::ModelBinding;
+    use turnstone_scripted_llm::anthropic;
+    let f = session(
+        vec![
+            sse(anthropic::tool_search_then_call(
+                "sum of two numbers",
+                &["mcp__ev__get-sum"],
+                "toolu_1",
+                "mcp__ev__get-sum",
+                r#"{"a": 20, "b": 22}"#,
+            )),
+            sse(anthropic::text(&["The sum is 42."])),
+        ],
+        false,
+    )
+    .await;
+    let hub = everything(&f.ws).await;
+    let rt = turnstone_test_support::engine::test_runtime();
+    let claude =
+        turnstone_test_support::engine::provider_component(&rt, "anthropic", &[f.llm.port()]).await;
+    let binding = ModelBinding::new(
+        Arc::new(claude),
+        "anthropic",
+        &f.llm.base_url(),
+        "claude-sonnet-4-5",
+    )
+    .with_api_key("sk-test");
+    let cfg = SessionConfig {
+        tool_search: SearchSettings {
+            mode: SearchMode::On,
+            ..Default::default()
+        },
+        ..f.config("ws_native")
+    };
+    let mut s = f.another(binding, cfg).with_mcp(hub.clone());
+    f.recorder.approve(true);
+    s.send("add 20 and 22 with a tool").await.unwrap();
+
+    let reqs = f.llm.requests();
+    assert_eq!(reqs.len(), 2);
+    let tools = reqs[0].body["tools"].as_array().unwrap();
+    assert_eq!(
+        tools[0]["type"], "tool_search_tool_bm25_20251119",
+        "{tools:?}"
+    );
+    let named = |n: &str| tools.iter().find(|t| t["name"] == n).cloned();
+    assert!(named("tool_search").is_none(), "no client-side search tool");
+    assert_eq!(named("mcp__ev__get-sum").unwrap()["defer_loading"], true);
+    let read = named("read_file").unwrap();
+    assert!(
+        read.get("defer_loading").is_none(),
+        "components stay loaded"
+    );
+    // The second request replays the search with the call, then the result.
+    let messages = reqs[1].body["messages"].as_array().unwrap();
+    let assistant = messages.iter().find(|m| m["role"] == "assistant").unwrap();
+    let kinds: Vec<&str> = assistant["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["server_tool_use", "tool_search_tool_result", "tool_use"]
+    );
+    let result = messages.last().unwrap()["content"][0]["content"].to_string();
+    assert!(result.contains("42"), "{result}");
+    // The search is shown to the user; the MCP tool asked for approval.
+    let infos: Vec<String> = f
+        .recorder
+        .events()
+        .iter()
+        .filter_map(|e| match e {
+            turnstone_protocol::Event::Info(i) => Some(i.message.clone()),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        infos
+            .iter()
+            .any(|i| i == "Tool search found: mcp__ev__get-sum"),
+        "{infos:?}"
+    );
+    assert_eq!(
+        f.recorder.prompts()[0].items[0].func_name,
+        "mcp__ev__get-sum"
+    );
+    assert_eq!(s.turns().last().unwrap().text_content(), "The sum is 42.");
+    hub.shutdown();
+}

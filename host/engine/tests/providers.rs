@@ -5,8 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use turnstone_runtime::bindings::v0_1_0::provider::turnstone::plugin::provider_types as wit;
 use turnstone_runtime::plugin::ProviderEventSink;
+use turnstone_runtime::provider_types as wit;
 use turnstone_runtime::{
     LoadedPlugin, PluginSettings, PluginSource, Runtime, RuntimeOptions, SecretSource,
 };
@@ -54,6 +54,11 @@ impl ProviderEventSink for Events {
 }
 
 async fn provider(name: &str, port: u16) -> LoadedPlugin {
+    provider_at(root().join("target/components").join(name), port).await
+}
+
+async fn provider_at(dir: PathBuf, port: u16) -> LoadedPlugin {
+    let name = dir.display().to_string();
     let rt = Runtime::new(RuntimeOptions {
         cache_dir: Some(root().join("target/test-cache")),
         ..Default::default()
@@ -64,10 +69,7 @@ async fn provider(name: &str, port: u16) -> LoadedPlugin {
     ))
     .unwrap();
     rt.load(
-        PluginSource {
-            dir: root().join("target/components").join(name),
-            builtin: true,
-        },
+        PluginSource { dir, builtin: true },
         PluginSettings {
             grant: Some(grant),
             ..Default::default()
@@ -100,6 +102,7 @@ fn request(provider: &str, base_url: String, model: &str) -> wit::CompletionRequ
         replay_reasoning: false,
         capabilities: None,
         extra: None,
+        tool_search: false,
     }
 }
 
@@ -302,4 +305,65 @@ async fn a_provider_cannot_reach_hosts_it_was_not_granted() {
         other => panic!("{other:?}"),
     }
     assert!(llm.requests().is_empty(), "no request reached the server");
+}
+
+/// The committed `openai` provider built with SDK 0.1.0 (it exports
+/// `provider@0.1.0`) is adapted by the host: it streams as it always did, its
+/// capabilities never claim native tool search, and a request asking for it
+/// reaches the old component as plain tools; the current build of the same
+/// provider does search natively.
+#[tokio::test]
+async fn a_provider_built_against_0_1_0_is_adapted_to_the_current_host() {
+    let llm = ScriptedLlm::start(vec![Step::Sse {
+        frames: openai::text(&["Still ", "here."]),
+        gap: Duration::from_millis(1),
+    }])
+    .await
+    .unwrap();
+    let old = provider_at(root().join("tests/fixtures/wit-0.1.0/openai"), llm.port()).await;
+    let new = provider("openai", llm.port()).await;
+    assert_eq!(old.manifest.plugin.wit, "0.1.0");
+    assert_eq!(new.manifest.plugin.wit, "0.2.0");
+
+    let caps_old = old.provider_capabilities("gpt-5.4").await.unwrap();
+    let caps_new = new.provider_capabilities("gpt-5.4").await.unwrap();
+    assert!(!caps_old.supports_tool_search);
+    assert!(caps_new.supports_tool_search);
+    assert_eq!(caps_old.context_window, caps_new.context_window);
+
+    let mut req = request("openai", format!("{}/v1", llm.base_url()), "gpt-5.4");
+    let tool = |name: &str, defer_loading: bool| wit::ToolDefinition {
+        name: name.into(),
+        description: format!("{name} tool"),
+        parameters: r#"{"type":"object","properties":{}}"#.into(),
+        defer_loading,
+    };
+    req.tools = vec![tool("read_file", false), tool("mcp__gh__search", true)];
+    req.tool_search = true;
+    async fn body(p: &LoadedPlugin, req: &wit::CompletionRequest) -> serde_json::Value {
+        let text = p.provider_build_request(req).await.unwrap().unwrap();
+        serde_json::from_str(&text).unwrap()
+    }
+    let old_body = body(&old, &req).await;
+    let old_tools = old_body["tools"].as_array().unwrap();
+    assert_eq!(old_tools.len(), 2, "{old_body}");
+    assert!(old_tools.iter().all(|t| t.get("defer_loading").is_none()));
+    let new_body = body(&new, &req).await;
+    let new_tools = new_body["tools"].as_array().unwrap();
+    assert_eq!(new_tools.len(), 3, "{new_body}");
+    assert_eq!(new_tools[1]["defer_loading"], true);
+    assert_eq!(new_tools[2]["type"], "tool_search");
+
+    // A completion through the adapter: same stream, key still injected.
+    let (ev, r) = complete(
+        &old,
+        &request("openai", format!("{}/v1", llm.base_url()), "gpt-4o-mini"),
+    )
+    .await;
+    r.unwrap();
+    assert_eq!(*ev.text.lock().unwrap(), "Still here.");
+    assert_eq!(
+        llm.requests()[0].header("authorization"),
+        Some("Bearer sk-scripted")
+    );
 }

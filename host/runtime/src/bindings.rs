@@ -1,8 +1,10 @@
-//! Host bindings generated from `wit/`, one module per released WIT version.
+//! Host bindings generated from `wit/`, one module per WIT version.
 //!
-//! A new version gets a sibling module (`v0_2_0`) whose unchanged interfaces map
-//! onto the older generated code with `with`, so one linker serves old and new
-//! guests.
+//! A newer version imports the older version's unchanged interfaces in WIT
+//! itself (`wit/v0.2.0/deps/v0.1.0`), and its bindings map them onto the
+//! older generated code with `with`: one implementation of each interface,
+//! one linker for old and new guests. Only the interfaces that changed get
+//! new Rust types; [`crate::adapt`] converts between the versions.
 
 /// `turnstone:plugin@0.1.0`.
 pub mod v0_1_0 {
@@ -68,6 +70,31 @@ pub mod v0_1_0 {
                 "turnstone:plugin/process": super::host::turnstone::plugin::process,
                 "turnstone:plugin/kv": super::host::turnstone::plugin::kv,
                 "turnstone:plugin/clock": super::host::turnstone::plugin::clock,
+            },
+        });
+    }
+}
+
+/// `turnstone:plugin@0.2.0`: what it adds to 0.1.0 (the tool world exports
+/// 0.1.0's `tool`, so tool components of both versions share
+/// [`v0_1_0::tool`]; providers get a new `provider` export).
+pub mod v0_2_0 {
+    /// The provider world: `provider@0.2.0` over `provider-types@0.2.0`.
+    pub mod provider {
+        wasmtime::component::bindgen!({
+            world: "provider-plugin",
+            path: "../../wit/v0.2.0",
+            imports: { default: async | trappable },
+            exports: { default: async },
+            with: {
+                "turnstone:plugin/types@0.1.0": super::super::v0_1_0::host::turnstone::plugin::types,
+                "turnstone:plugin/log@0.1.0": super::super::v0_1_0::host::turnstone::plugin::log,
+                "turnstone:plugin/config@0.1.0": super::super::v0_1_0::host::turnstone::plugin::config,
+                "turnstone:plugin/process@0.1.0": super::super::v0_1_0::host::turnstone::plugin::process,
+                "turnstone:plugin/kv@0.1.0": super::super::v0_1_0::host::turnstone::plugin::kv,
+                "turnstone:plugin/clock@0.1.0": super::super::v0_1_0::host::turnstone::plugin::clock,
+                "turnstone:plugin/provider-types@0.1.0": super::super::v0_1_0::provider::turnstone::plugin::provider_types,
+                "turnstone:plugin/provider-events@0.1.0": super::super::v0_1_0::provider::turnstone::plugin::provider_events,
             },
         });
     }

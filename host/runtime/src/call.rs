@@ -2,10 +2,11 @@
 //! deadline; traps, deadlines and memory overruns become a [`CallError`] for
 //! that call only.
 
-use crate::bindings::v0_1_0::provider::turnstone::plugin::provider_types as ptypes;
+use crate::adapt;
 use crate::bindings::v0_1_0::tool::exports::turnstone::plugin::tool as wtool;
 use crate::error::CallError;
 use crate::plugin::{InstancePre, LoadedPlugin, ProviderEventSink};
+use crate::provider_types as ptypes;
 use crate::state::{HostState, NullSink, ToolOutputSink};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -184,16 +185,27 @@ impl LoadedPlugin {
         &self,
         model: &str,
     ) -> Result<ptypes::ModelCapabilities, CallError> {
-        let InstancePre::Provider(pre) = &self.pre else {
-            return Err(self.wrong_kind("provider"));
-        };
-        self.run(Arc::new(NullSink), None, async |store| {
-            let inst = pre.instantiate_async(&mut *store).await?;
-            inst.turnstone_plugin_provider()
-                .call_capabilities(&mut *store, model)
+        match &self.pre {
+            InstancePre::Provider(pre) => {
+                self.run(Arc::new(NullSink), None, async |store| {
+                    let inst = pre.instantiate_async(&mut *store).await?;
+                    inst.turnstone_plugin0_2_0_provider()
+                        .call_capabilities(&mut *store, model)
+                        .await
+                })
                 .await
-        })
-        .await
+            }
+            InstancePre::ProviderV1(pre) => self
+                .run(Arc::new(NullSink), None, async |store| {
+                    let inst = pre.instantiate_async(&mut *store).await?;
+                    inst.turnstone_plugin_provider()
+                        .call_capabilities(&mut *store, model)
+                        .await
+                })
+                .await
+                .map(adapt::capabilities_from_v1),
+            _ => Err(self.wrong_kind("provider")),
+        }
     }
 
     /// The JSON body a provider plugin would send for `request`.
@@ -201,16 +213,28 @@ impl LoadedPlugin {
         &self,
         request: &ptypes::CompletionRequest,
     ) -> Result<Result<String, ptypes::ProviderError>, CallError> {
-        let InstancePre::Provider(pre) = &self.pre else {
-            return Err(self.wrong_kind("provider"));
-        };
-        self.run(Arc::new(NullSink), None, async |store| {
-            let inst = pre.instantiate_async(&mut *store).await?;
-            inst.turnstone_plugin_provider()
-                .call_build_request(&mut *store, request)
+        match &self.pre {
+            InstancePre::Provider(pre) => {
+                self.run(Arc::new(NullSink), None, async |store| {
+                    let inst = pre.instantiate_async(&mut *store).await?;
+                    inst.turnstone_plugin0_2_0_provider()
+                        .call_build_request(&mut *store, request)
+                        .await
+                })
                 .await
-        })
-        .await
+            }
+            InstancePre::ProviderV1(pre) => {
+                let request = adapt::request_to_v1(request);
+                self.run(Arc::new(NullSink), None, async |store| {
+                    let inst = pre.instantiate_async(&mut *store).await?;
+                    inst.turnstone_plugin_provider()
+                        .call_build_request(&mut *store, &request)
+                        .await
+                })
+                .await
+            }
+            _ => Err(self.wrong_kind("provider")),
+        }
     }
 
     /// Streams one completion from a provider plugin into `events`.
@@ -223,20 +247,36 @@ impl LoadedPlugin {
         secrets: Option<Arc<dyn crate::plugin::SecretSource>>,
         cancel: Option<&CancellationToken>,
     ) -> Result<Result<(), ptypes::ProviderError>, CallError> {
-        let InstancePre::Provider(pre) = &self.pre else {
-            return Err(self.wrong_kind("provider"));
-        };
-        self.run(Arc::new(NullSink), cancel, async |store| {
+        let prepare = |store: &mut Store<HostState>| {
             store.data_mut().provider_sink = Some(events);
             if let Some(s) = secrets {
                 store.data_mut().set_call_secrets(s);
             }
-            let inst = pre.instantiate_async(&mut *store).await?;
-            inst.turnstone_plugin_provider()
-                .call_complete(&mut *store, request)
+        };
+        match &self.pre {
+            InstancePre::Provider(pre) => {
+                self.run(Arc::new(NullSink), cancel, async |store| {
+                    prepare(store);
+                    let inst = pre.instantiate_async(&mut *store).await?;
+                    inst.turnstone_plugin0_2_0_provider()
+                        .call_complete(&mut *store, request)
+                        .await
+                })
                 .await
-        })
-        .await
+            }
+            InstancePre::ProviderV1(pre) => {
+                let request = adapt::request_to_v1(request);
+                self.run(Arc::new(NullSink), cancel, async |store| {
+                    prepare(store);
+                    let inst = pre.instantiate_async(&mut *store).await?;
+                    inst.turnstone_plugin_provider()
+                        .call_complete(&mut *store, &request)
+                        .await
+                })
+                .await
+            }
+            _ => Err(self.wrong_kind("provider")),
+        }
     }
 }
 

@@ -22,9 +22,9 @@ pub enum LoadError {
     )]
     NotAPlugin,
     /// Built against a WIT version this host does not know.
-    #[error("the component implements {found}, which this host does not support (supported turnstone:plugin versions: {})", SUPPORTED_WIT_VERSIONS.join(", "))]
+    #[error("the component uses {found}, which this host does not support (supported turnstone:plugin versions: {})", SUPPORTED_WIT_VERSIONS.join(", "))]
     UnsupportedWit {
-        /// The exported interface found.
+        /// The interface (or manifest line) naming the unknown version.
         found: String,
     },
     /// Imports the host cannot satisfy.

@@ -10,6 +10,7 @@
 //! Every call runs in a fresh store with a memory cap and a deadline, so a
 //! misbehaving call fails alone.
 
+pub mod adapt;
 pub mod bindings;
 pub mod cache;
 pub mod call;
@@ -24,6 +25,7 @@ pub mod manifest;
 pub mod netguard;
 pub mod plugin;
 pub mod provider_error;
+pub mod provider_types;
 pub mod reconcile;
 pub mod registry;
 pub mod state;
@@ -87,6 +89,13 @@ impl Runtime {
         let mut provider_linker = base_linker(&engine).map_err(setup)?;
         provider::ProviderPlugin::add_to_linker::<_, HasSelf<_>>(&mut provider_linker, |s| s)
             .map_err(setup)?;
+        // 0.2.0 providers: what 0.2.0 adds to the 0.1.0 provider world (its
+        // unchanged interfaces are the 0.1.0 ones just linked).
+        crate::bindings::v0_2_0::provider::turnstone::plugin0_2_0::provider_types::add_to_linker::<
+            _,
+            HasSelf<_>,
+        >(&mut provider_linker, |s| s)
+        .map_err(setup)?;
         let mut channel_linker = base_linker(&engine).map_err(setup)?;
         channel::ChannelPlugin::add_to_linker::<_, HasSelf<_>>(&mut channel_linker, |s| s)
             .map_err(setup)?;

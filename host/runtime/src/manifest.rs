@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use thiserror::Error;
 
 /// The WIT package versions this host can load.
-pub const SUPPORTED_WIT_VERSIONS: &[&str] = &["0.1.0"];
+pub const SUPPORTED_WIT_VERSIONS: &[&str] = &["0.1.0", "0.2.0"];
 
 /// The kind of plugin, i.e. which world its component implements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -233,8 +233,12 @@ impl ToolSpec {
 
 #[derive(Clone)]
 pub(crate) enum InstancePre {
+    /// Tools of 0.1.0 and 0.2.0 (both export `tool@0.1.0`).
     Tool(tool::ToolPluginPre<HostState>),
-    Provider(provider::ProviderPluginPre<HostState>),
+    /// A provider exporting `provider@0.1.0` (adapted by [`crate::adapt`]).
+    ProviderV1(provider::ProviderPluginPre<HostState>),
+    /// A provider exporting `provider@0.2.0`.
+    Provider(crate::bindings::v0_2_0::provider::ProviderPluginPre<HostState>),
     Channel(channel::ChannelPluginPre<HostState>),
 }
 
@@ -272,37 +276,60 @@ impl LoadedPlugin {
     }
 }
 
-/// Finds which `turnstone:plugin` world and version a component implements.
-fn detect_world(engine: &Engine, component: &Component) -> Result<(PluginKind, String), LoadError> {
+/// The `turnstone:plugin` world a component implements.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct WorldUse {
+    kind: PluginKind,
+    /// Version of the exported world interface (`tool@0.1.0` → 0.1.0).
+    export: semver::Version,
+    /// Highest version among every `turnstone:plugin` import and export:
+    /// the oldest host version that can load it.
+    needs: semver::Version,
+}
+
+/// Finds which `turnstone:plugin` world a component implements and which
+/// versions it uses. Any version this host does not know fails the load.
+fn detect_world(engine: &Engine, component: &Component) -> Result<WorldUse, LoadError> {
     let ty = component.component_type();
     let mut found = Vec::new();
-    for (name, item) in ty.exports(engine) {
-        if !matches!(item.ty, ComponentItem::ComponentInstance(_)) {
+    let mut needs = semver::Version::new(0, 1, 0);
+    let names = ty
+        .imports(engine)
+        .map(|(n, i)| (n, i.ty, false))
+        .chain(ty.exports(engine).map(|(n, e)| (n, e.ty, true)));
+    for (name, item, export) in names {
+        if !matches!(item, ComponentItem::ComponentInstance(_)) {
             continue;
         }
         let Some(rest) = name.strip_prefix("turnstone:plugin/") else {
             continue;
         };
-        let (iface, version) = rest.split_once('@').unwrap_or((rest, ""));
+        let (iface, raw) = rest.split_once('@').unwrap_or((rest, ""));
+        let version = semver::Version::parse(raw)
+            .ok()
+            .filter(|_| SUPPORTED_WIT_VERSIONS.contains(&raw))
+            .ok_or_else(|| LoadError::UnsupportedWit {
+                found: name.to_string(),
+            })?;
+        needs = needs.max(version.clone());
+        if !export {
+            continue;
+        }
         let kind = match iface {
             "tool" => PluginKind::Tool,
             "provider" => PluginKind::Provider,
             "channel" => PluginKind::Channel,
             _ => continue,
         };
-        found.push((kind, version.to_string()));
+        found.push((kind, version));
     }
     match found.as_slice() {
         [] => Err(LoadError::NotAPlugin),
-        [(kind, version)] => {
-            if SUPPORTED_WIT_VERSIONS.contains(&version.as_str()) {
-                Ok((*kind, version.clone()))
-            } else {
-                Err(LoadError::UnsupportedWit {
-                    found: format!("turnstone:plugin/{}@{version}", kind.as_str()),
-                })
-            }
-        }
+        [(kind, export)] => Ok(WorldUse {
+            kind: *kind,
+            export: export.clone(),
+            needs,
+        }),
         _ => Err(LoadError::Invalid(
             "component exports more than one plugin world; ship one per component".into(),
         )),
@@ -456,7 +483,8 @@ impl Runtime {
                 .map_err(|e| LoadError::Invalid(format!("compile task failed: {e}")))?
                 .map_err(|e| LoadError::Compile(format!("{e:#}")))?;
 
-        let (kind, wit) = detect_world(self.engine(), &component)?;
+        let world = detect_world(self.engine(), &component)?;
+        let kind = world.kind;
         if kind != manifest.plugin.kind {
             return Err(LoadError::Invalid(format!(
                 "plugin.toml says kind = \"{}\" but the component implements the {} world",
@@ -464,10 +492,21 @@ impl Runtime {
                 kind.as_str()
             )));
         }
-        if wit != manifest.plugin.wit {
+        // The manifest names the version it was built for; the component may
+        // use less of it (a 0.2.0 tool that imports only 0.1.0 interfaces).
+        let declared = semver::Version::parse(&manifest.plugin.wit)
+            .ok()
+            .filter(|_| SUPPORTED_WIT_VERSIONS.contains(&manifest.plugin.wit.as_str()))
+            .ok_or_else(|| LoadError::UnsupportedWit {
+                found: format!(
+                    "plugin.toml wit = \"{}\" (turnstone:plugin@{})",
+                    manifest.plugin.wit, manifest.plugin.wit
+                ),
+            })?;
+        if world.needs > declared {
             return Err(LoadError::Invalid(format!(
-                "plugin.toml says wit = \"{}\" but the component was built against {wit}",
-                manifest.plugin.wit
+                "plugin.toml says wit = \"{}\" but the component uses turnstone:plugin@{} interfaces",
+                manifest.plugin.wit, world.needs
             )));
         }
 
@@ -481,8 +520,18 @@ impl Runtime {
                 )
                 .map_err(link_err)?,
             ),
+            PluginKind::Provider if world.export == semver::Version::new(0, 1, 0) => {
+                InstancePre::ProviderV1(
+                    provider::ProviderPluginPre::new(
+                        self.linker(kind)
+                            .instantiate_pre(&component)
+                            .map_err(link_err)?,
+                    )
+                    .map_err(link_err)?,
+                )
+            }
             PluginKind::Provider => InstancePre::Provider(
-                provider::ProviderPluginPre::new(
+                crate::bindings::v0_2_0::provider::ProviderPluginPre::new(
                     self.linker(kind)
                         .instantiate_pre(&component)
                         .map_err(link_err)?,

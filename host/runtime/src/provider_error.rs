@@ -4,9 +4,7 @@
 
 use std::time::Duration;
 
-pub use crate::bindings::v0_1_0::provider::turnstone::plugin::provider_types::{
-    ProviderError, RateLimit, ServerError,
-};
+pub use crate::provider_types::{ProviderError, RateLimit, ServerError};
 
 impl ProviderError {
     /// A retry of the same request may succeed: rate limits, network

@@ -26,6 +26,12 @@ pub fn test_runtime() -> Runtime {
 
 /// The openai provider component, granted loopback `ports` and `api_key`.
 pub async fn openai_provider(rt: &Runtime, ports: &[u16]) -> LoadedPlugin {
+    provider_component(rt, "openai", ports).await
+}
+
+/// The built-in provider component `name` (`openai`, `anthropic`), granted
+/// loopback `ports` and `api_key`.
+pub async fn provider_component(rt: &Runtime, name: &str, ports: &[u16]) -> LoadedPlugin {
     let hosts: Vec<String> = ports.iter().map(|p| format!("\"127.0.0.1:{p}\"")).collect();
     let grant = toml::from_str(&format!(
         "http = [{}]\nsecrets = [\"api_key\"]",
@@ -34,7 +40,7 @@ pub async fn openai_provider(rt: &Runtime, ports: &[u16]) -> LoadedPlugin {
     .expect("grant");
     rt.load(
         PluginSource {
-            dir: root().join("target/components/openai"),
+            dir: root().join("target/components").join(name),
             builtin: true,
         },
         PluginSettings {
@@ -43,7 +49,9 @@ pub async fn openai_provider(rt: &Runtime, ports: &[u16]) -> LoadedPlugin {
         },
     )
     .await
-    .expect("the openai component is staged (cargo xtask build-components)")
+    .unwrap_or_else(|e| {
+        panic!("the {name} component is staged (cargo xtask build-components): {e}")
+    })
 }
 
 /// The built-in tools plus the test components (`hostile` granted the

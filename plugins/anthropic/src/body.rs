@@ -18,7 +18,12 @@ const VALID_BLOCK_TYPES: &[&str] = &[
     "tool_use",
     "server_tool_use",
     "web_search_tool_result",
+    "tool_search_tool_result",
 ];
+
+/// Anthropic's server-side BM25 tool search (`defer_loading` tools are found
+/// through it and expanded by the API).
+const TOOL_SEARCH_TOOL: &str = "tool_search_tool_bm25_20251119";
 
 fn bad(msg: impl Into<String>) -> ProviderError {
     ProviderError::BadRequest(msg.into())
@@ -79,8 +84,19 @@ fn native_blocks(m: &Message) -> Option<Vec<Value>> {
 }
 
 fn assistant_blocks(m: &Message, replay: bool) -> Vec<Value> {
-    if replay && let Some(blocks) = native_blocks(m) {
-        return blocks;
+    if let Some(blocks) = native_blocks(m) {
+        if replay {
+            return blocks;
+        }
+        // Server-side tool blocks (tool search, web search) stay paired with
+        // their results even without reasoning replay: a tool search's
+        // result is what keeps the tools it loaded loaded. Thinking stays out.
+        if blocks.iter().any(|b| b["type"] == "server_tool_use") {
+            return blocks
+                .into_iter()
+                .filter(|b| !matches!(b["type"].as_str(), Some("thinking" | "redacted_thinking")))
+                .collect();
+        }
     }
     let mut blocks = Vec::new();
     let text = text_of(&m.content);
@@ -179,13 +195,27 @@ pub fn messages_body(req: &CompletionRequest) -> Result<Value, ProviderError> {
         body.insert("system".into(), json!(system.join("\n\n")));
     }
     if !req.tools.is_empty() {
-        let mut tools = Vec::with_capacity(req.tools.len());
+        // Native search only where it exists (not on compatible local
+        // servers) and only with something left undeferred: a request whose
+        // every tool is deferred is refused by the API.
+        let native = req.tool_search
+            && profile.tool_search
+            && req.provider == "anthropic"
+            && req.tools.iter().any(|t| t.defer_loading)
+            && req.tools.iter().any(|t| !t.defer_loading);
+        let mut tools = Vec::with_capacity(req.tools.len() + 1);
+        if native {
+            tools.push(json!({"type": TOOL_SEARCH_TOOL, "name": "tool_search_tool_bm25"}));
+        }
         for t in &req.tools {
             let schema: Value = serde_json::from_str(&t.parameters)
                 .map_err(|e| bad(format!("tool {} parameters are not JSON: {e}", t.name)))?;
-            tools.push(
-                json!({"name": t.name, "description": t.description, "input_schema": schema}),
-            );
+            let mut tool =
+                json!({"name": t.name, "description": t.description, "input_schema": schema});
+            if native && t.defer_loading {
+                tool["defer_loading"] = json!(true);
+            }
+            tools.push(tool);
         }
         body.insert("tools".into(), Value::Array(tools));
     }
@@ -250,7 +280,99 @@ mod tests {
             replay_reasoning: false,
             capabilities: None,
             extra: None,
+            tool_search: false,
         }
+    }
+
+    fn tool(name: &str, defer_loading: bool) -> turnstone_plugin_sdk::provider::ToolDefinition {
+        turnstone_plugin_sdk::provider::ToolDefinition {
+            name: name.into(),
+            description: format!("{name} tool"),
+            parameters: r#"{"type":"object"}"#.into(),
+            defer_loading,
+        }
+    }
+
+    #[test]
+    fn native_tool_search_defers_marked_tools_on_models_that_have_it() {
+        let mut r = req("claude-sonnet-4-5", vec![msg(Role::User, "hi")]);
+        r.tools = vec![tool("read_file", false), tool("mcp__gh__search", true)];
+        r.tool_search = true;
+        let body = messages_body(&r).unwrap();
+        let tools = body["tools"].as_array().unwrap();
+        assert_eq!(
+            tools[0],
+            json!({"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25"})
+        );
+        assert!(tools[1].get("defer_loading").is_none());
+        assert_eq!(tools[2]["defer_loading"], true);
+        // Not on a compatible local server, not for an old model, not when
+        // every tool would be deferred, not when nobody asked.
+        let cases: [(&str, &str, Vec<_>, bool); 4] = [
+            (
+                "anthropic-compatible",
+                "claude-sonnet-4-5",
+                vec![tool("a", false), tool("b", true)],
+                true,
+            ),
+            (
+                "anthropic",
+                "claude-3-5-sonnet-latest",
+                vec![tool("a", false), tool("b", true)],
+                true,
+            ),
+            (
+                "anthropic",
+                "claude-sonnet-4-5",
+                vec![tool("b", true)],
+                true,
+            ),
+            (
+                "anthropic",
+                "claude-sonnet-4-5",
+                vec![tool("a", false), tool("b", true)],
+                false,
+            ),
+        ];
+        for (provider, model, tools, search) in cases {
+            let mut r = req(model, vec![msg(Role::User, "hi")]);
+            r.provider = provider.into();
+            r.tools = tools;
+            r.tool_search = search;
+            let body = messages_body(&r).unwrap();
+            let tools = body["tools"].as_array().unwrap();
+            assert!(
+                tools
+                    .iter()
+                    .all(|t| t.get("defer_loading").is_none() && t.get("type").is_none()),
+                "{provider} {model} {search}: {body}"
+            );
+        }
+    }
+
+    #[test]
+    fn server_tool_search_blocks_are_replayed() {
+        let mut a = msg(Role::Assistant, "");
+        a.provider_data = Some(
+            json!([
+                {"type": "server_tool_use", "id": "srvtoolu_1", "name": "tool_search_tool_bm25", "input": {"query": "github"}},
+                {"type": "tool_search_tool_result", "tool_use_id": "srvtoolu_1", "content": {"type": "tool_search_tool_search_result", "tool_references": [{"type": "tool_reference", "tool_name": "mcp__gh__search"}]}},
+                {"type": "tool_use", "id": "toolu_1", "name": "mcp__gh__search", "input": {}}
+            ])
+            .to_string(),
+        );
+        a.tool_calls = vec![ToolCall {
+            id: "toolu_1".into(),
+            name: "mcp__gh__search".into(),
+            arguments: "{}".into(),
+        }];
+        let body = messages_body(&req("claude-sonnet-4-5", vec![msg(Role::User, "q"), a])).unwrap();
+        let blocks = body["messages"][1]["content"].as_array().unwrap();
+        let kinds: Vec<&str> = blocks.iter().map(|b| b["type"].as_str().unwrap()).collect();
+        assert_eq!(
+            kinds,
+            ["server_tool_use", "tool_search_tool_result", "tool_use"]
+        );
     }
 
     #[test]

@@ -33,6 +33,8 @@ pub struct Profile {
     pub vision: bool,
     /// Stored thinking blocks may be replayed.
     pub reasoning_replay: bool,
+    /// Server-side tool search (`tool_search_tool_bm25`, `defer_loading`).
+    pub tool_search: bool,
 }
 
 impl Profile {
@@ -46,7 +48,29 @@ impl Profile {
             supports_reasoning: self.thinking != Thinking::None,
             supports_temperature: self.supports_temperature,
             supports_streaming: true,
+            supports_tool_search: self.tool_search,
         }
+    }
+}
+
+/// Claude models with server-side tool search: Sonnet and Opus 4 and later,
+/// Haiku 4.5 and later.
+fn supports_tool_search(model: &str) -> bool {
+    let Some(rest) = model.strip_prefix("claude-") else {
+        return false;
+    };
+    let (family, version) = rest.split_once('-').unwrap_or((rest, ""));
+    let mut parts = version.split('-');
+    let major: u32 = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+    let minor: u32 = parts
+        .next()
+        .filter(|p| p.len() <= 2)
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(0);
+    match family {
+        "opus" | "sonnet" => major >= 4,
+        "haiku" => major > 4 || (major == 4 && minor >= 5),
+        _ => false,
     }
 }
 
@@ -65,6 +89,7 @@ pub fn lookup(model: &str, provider: &str, overrides: Option<&Map<String, Value>
             inline_system: false,
             vision: false,
             reasoning_replay: false,
+            tool_search: false,
         }
     } else if m.starts_with("claude-opus-4-8") {
         Profile {
@@ -76,6 +101,7 @@ pub fn lookup(model: &str, provider: &str, overrides: Option<&Map<String, Value>
             inline_system: true,
             vision: true,
             reasoning_replay: true,
+            tool_search: true,
         }
     } else if m.starts_with("claude-")
         && (m.contains("-4-6") || m.contains("-4-7") || m.contains("-4-5"))
@@ -89,6 +115,7 @@ pub fn lookup(model: &str, provider: &str, overrides: Option<&Map<String, Value>
             inline_system: false,
             vision: true,
             reasoning_replay: true,
+            tool_search: true,
         }
     } else {
         Profile {
@@ -100,6 +127,7 @@ pub fn lookup(model: &str, provider: &str, overrides: Option<&Map<String, Value>
             inline_system: false,
             vision: m.starts_with("claude-"),
             reasoning_replay: false,
+            tool_search: supports_tool_search(&m),
         }
     };
     if let Some(o) = overrides {
@@ -119,6 +147,9 @@ pub fn lookup(model: &str, provider: &str, overrides: Option<&Map<String, Value>
         if let Some(v) = o.get("supports_temperature").and_then(Value::as_bool) {
             p.supports_temperature = v;
         }
+        if let Some(v) = o.get("supports_tool_search").and_then(Value::as_bool) {
+            p.tool_search = v;
+        }
         match o.get("thinking_mode").and_then(Value::as_str) {
             Some("none") => p.thinking = Thinking::None,
             Some("manual") if provider == "anthropic-compatible" => {
@@ -133,4 +164,33 @@ pub fn lookup(model: &str, provider: &str, overrides: Option<&Map<String, Value>
         }
     }
     p
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_search_follows_the_model_family_and_version() {
+        for m in [
+            "claude-sonnet-4-20250514",
+            "claude-opus-4-1",
+            "claude-haiku-4-5-20251001",
+            "claude-sonnet-5",
+        ] {
+            assert!(supports_tool_search(m), "{m}");
+        }
+        for m in [
+            "claude-3-5-sonnet-latest",
+            "claude-haiku-4-20250101",
+            "gpt-5",
+            "claude-",
+        ] {
+            assert!(!supports_tool_search(m), "{m}");
+        }
+        assert!(lookup("claude-opus-4-8", "anthropic", None).tool_search);
+        assert!(!lookup("claude-opus-4-8", "anthropic-compatible", None).tool_search);
+        let off = serde_json::json!({"supports_tool_search": false});
+        assert!(!lookup("claude-opus-4-8", "anthropic", off.as_object()).tool_search);
+    }
 }

@@ -85,6 +85,24 @@ impl<'a> MessagesStream<'a> {
                     self.partial_json.push(String::new());
                     self.tool_ordinal.push(None);
                 }
+                if block.get("type").and_then(Value::as_str) == Some("tool_search_tool_result") {
+                    // The API searched the deferred tools: say what it found.
+                    let found: Vec<&str> = block
+                        .pointer("/content/tool_references")
+                        .and_then(Value::as_array)
+                        .map(|refs| {
+                            refs.iter()
+                                .filter_map(|r| r.get("tool_name").and_then(Value::as_str))
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    let note = if found.is_empty() {
+                        "Tool search found nothing.".to_string()
+                    } else {
+                        format!("Tool search found: {}", found.join(", "))
+                    };
+                    self.send(StreamEvent::Info(note))?;
+                }
                 if block.get("type").and_then(Value::as_str) == Some("tool_use") {
                     let ordinal = self.tools_seen;
                     self.tools_seen += 1;

@@ -36,6 +36,8 @@ pub fn capabilities(model: &str) -> ModelCapabilities {
         supports_reasoning: reasoning,
         supports_temperature: !reasoning,
         supports_streaming: true,
+        // Hosted tool search is a Responses API feature of GPT-5.4 and later.
+        supports_tool_search: crate::responses::supports_tool_search(&m),
     }
 }
 

@@ -22,14 +22,32 @@ pub fn uses_responses(req: &CompletionRequest, caps: &Map<String, Value>) -> boo
     m.starts_with("gpt-5") || m.starts_with("o1") || m.starts_with("o3") || m.starts_with("o4")
 }
 
+/// The minor version of a `gpt-5.N…` model (`gpt-5` itself is 0).
+pub fn gpt5_minor(model: &str) -> Option<u32> {
+    let m = model.to_ascii_lowercase();
+    let rest = m.strip_prefix("gpt-5")?;
+    match rest.strip_prefix('.') {
+        Some(minor) => minor
+            .split(|c: char| !c.is_ascii_digit())
+            .next()
+            .and_then(|n| n.parse().ok()),
+        None => (rest.is_empty() || rest.starts_with('-')).then_some(0),
+    }
+}
+
+/// Hosted tool search: GPT-5.4 and later on the Responses API.
+pub fn supports_tool_search(model: &str) -> bool {
+    gpt5_minor(model).is_some_and(|minor| minor >= 4)
+}
+
+/// Output items of this lane that are replayed with the assistant turn:
+/// encrypted reasoning, and the hosted tool search's call and output (the
+/// tools it loaded stay loaded only while they are in the input).
+const REPLAYED_ITEMS: &[&str] = &["reasoning", "tool_search_call", "tool_search_output"];
+
 /// GPT-5.6 and later use prompt_cache_options; earlier GPT-5 models the 24 h retention.
 fn cache_params(model: &str) -> (&'static str, Value) {
-    let m = model.to_ascii_lowercase();
-    let newer = m
-        .strip_prefix("gpt-5.")
-        .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
-        .and_then(|minor| minor.parse::<u32>().ok())
-        .is_some_and(|minor| minor >= 6);
+    let newer = gpt5_minor(model).is_some_and(|minor| minor >= 6);
     if newer {
         ("prompt_cache_options", json!({"ttl": "30m"}))
     } else {
@@ -73,7 +91,13 @@ pub fn responses_body(
                     .as_deref()
                     .and_then(|d| serde_json::from_str::<Vec<Value>>(d).ok())
                 {
-                    input.extend(items.into_iter().filter(|i| i["type"] == "reasoning"));
+                    // Reasoning only when the operator's setting allows;
+                    // the tool search's items always (they keep its tools loaded).
+                    input.extend(items.into_iter().filter(|i| match i["type"].as_str() {
+                        Some("reasoning") => req.replay_reasoning,
+                        Some(t) => REPLAYED_ITEMS.contains(&t),
+                        None => false,
+                    }));
                 }
                 let text = text_of(&m.content);
                 if !text.is_empty() {
@@ -122,15 +146,27 @@ pub fn responses_body(
         body.insert("text".into(), json!({"verbosity": v}));
     }
     if !req.tools.is_empty() {
-        let mut tools = Vec::with_capacity(req.tools.len());
+        // Hosted tool search over the deferred tools, where the model has it.
+        let native = req.tool_search
+            && req.provider == "openai"
+            && supports_tool_search(&req.model)
+            && req.tools.iter().any(|t| t.defer_loading);
+        let mut tools = Vec::with_capacity(req.tools.len() + 1);
         for t in &req.tools {
             let params: Value = serde_json::from_str(&t.parameters).map_err(|e| {
                 ProviderError::BadRequest(format!("tool {} parameters are not JSON: {e}", t.name))
             })?;
-            tools.push(json!({
+            let mut tool = json!({
                 "type": "function", "name": t.name, "description": t.description,
                 "parameters": params, "strict": false,
-            }));
+            });
+            if native && t.defer_loading {
+                tool["defer_loading"] = json!(true);
+            }
+            tools.push(tool);
+        }
+        if native {
+            tools.push(json!({"type": "tool_search"}));
         }
         body.insert("tools".into(), Value::Array(tools));
     }
@@ -211,8 +247,23 @@ impl<'a> ResponsesStream<'a> {
                     arguments_delta: s("/delta"),
                 }))?;
             }
-            "response.output_item.done" if v.pointer("/item/type") == Some(&json!("reasoning")) => {
+            "response.output_item.done"
+                if v.pointer("/item/type")
+                    .and_then(Value::as_str)
+                    .is_some_and(|t| REPLAYED_ITEMS.contains(&t)) =>
+            {
                 if let Some(item) = v.get("item") {
+                    if item["type"] == "tool_search_output" {
+                        let found: Vec<&str> = item["tools"]
+                            .as_array()
+                            .map(|ts| ts.iter().filter_map(|t| t["name"].as_str()).collect())
+                            .unwrap_or_default();
+                        self.send(StreamEvent::Info(if found.is_empty() {
+                            "Tool search found nothing.".into()
+                        } else {
+                            format!("Tool search found: {}", found.join(", "))
+                        }))?;
+                    }
                     self.reasoning_items.push(item.clone());
                 }
             }
@@ -337,6 +388,123 @@ mod tests {
             ]
         );
         assert!(native.unwrap().contains("gAAA"));
+    }
+
+    fn request(model: &str, tool_search: bool) -> CompletionRequest {
+        use turnstone_plugin_sdk::provider::{Message, ToolDefinition};
+        let tool = |name: &str, defer_loading: bool| ToolDefinition {
+            name: name.into(),
+            description: format!("{name} tool"),
+            parameters: r#"{"type":"object"}"#.into(),
+            defer_loading,
+        };
+        CompletionRequest {
+            provider: "openai".into(),
+            base_url: String::new(),
+            model: model.into(),
+            messages: vec![Message {
+                role: Role::User,
+                content: vec![ContentPart::Text("hi".into())],
+                tool_calls: Vec::new(),
+                tool_call_id: None,
+                tool_name: None,
+                is_error: false,
+                reasoning: None,
+                provider_data: None,
+                source: None,
+            }],
+            tools: vec![tool("read_file", false), tool("mcp__gh__search", true)],
+            temperature: None,
+            max_tokens: None,
+            reasoning_effort: None,
+            replay_reasoning: false,
+            capabilities: None,
+            extra: None,
+            tool_search,
+        }
+    }
+
+    #[test]
+    fn hosted_tool_search_defers_the_marked_tools_on_gpt_5_4_and_later() {
+        let body = responses_body(&request("gpt-5.4", true), &Map::new()).unwrap();
+        let tools = body["tools"].as_array().unwrap();
+        assert_eq!(tools.len(), 3);
+        assert_eq!(tools[0]["name"], "read_file");
+        assert!(tools[0].get("defer_loading").is_none());
+        assert_eq!(tools[1]["defer_loading"], true);
+        assert_eq!(tools[2], json!({"type": "tool_search"}));
+        // Older models, or no search asked: plain functions.
+        for (model, search) in [("gpt-5.2", true), ("gpt-5.4", false)] {
+            let body = responses_body(&request(model, search), &Map::new()).unwrap();
+            let tools = body["tools"].as_array().unwrap();
+            assert_eq!(tools.len(), 2, "{model}");
+            assert!(tools.iter().all(|t| t.get("defer_loading").is_none()));
+        }
+        assert_eq!(gpt5_minor("gpt-5"), Some(0));
+        assert_eq!(gpt5_minor("gpt-5-mini"), Some(0));
+        assert_eq!(gpt5_minor("gpt-5.10-pro"), Some(10));
+        assert_eq!(gpt5_minor("gpt-50"), None);
+        assert!(supports_tool_search("GPT-5.6") && !supports_tool_search("gpt-4.1"));
+    }
+
+    #[test]
+    fn tool_search_items_are_kept_and_replayed_in_order() {
+        let mut info = Vec::new();
+        let mut native = None;
+        let mut sink = |ev: StreamEvent| {
+            match ev {
+                StreamEvent::Info(i) => info.push(i),
+                StreamEvent::ProviderBlock(b) => native = Some(b),
+                _ => {}
+            }
+            true
+        };
+        let mut p = ResponsesStream::new(&mut sink);
+        for e in [
+            json!({"type": "response.output_item.done", "output_index": 0, "item": {"type": "tool_search_call", "id": "tsc_1", "execution": "server", "call_id": null, "status": "completed", "arguments": {"query": "github"}}}),
+            json!({"type": "response.output_item.done", "output_index": 1, "item": {"type": "tool_search_output", "id": "tso_1", "execution": "server", "call_id": null, "status": "completed", "tools": [{"type": "function", "name": "mcp__gh__search", "parameters": {}}]}}),
+            json!({"type": "response.output_item.added", "output_index": 2, "item": {"type": "function_call", "call_id": "call_1", "name": "mcp__gh__search", "arguments": "{}"}}),
+            json!({"type": "response.completed", "response": {"usage": {"input_tokens": 1, "output_tokens": 1}}}),
+        ] {
+            p.handle(&e.to_string()).unwrap();
+        }
+        assert_eq!(info, ["Tool search found: mcp__gh__search"]);
+        let items: Vec<Value> = serde_json::from_str(&native.unwrap()).unwrap();
+        assert_eq!(items[0]["type"], "tool_search_call");
+        assert_eq!(items[1]["type"], "tool_search_output");
+        // The next request replays both before the assistant's call.
+        let mut req = request("gpt-5.4", true);
+        req.messages.push(turnstone_plugin_sdk::provider::Message {
+            role: Role::Assistant,
+            content: Vec::new(),
+            tool_calls: vec![turnstone_plugin_sdk::provider::ToolCall {
+                id: "call_1".into(),
+                name: "mcp__gh__search".into(),
+                arguments: "{}".into(),
+            }],
+            tool_call_id: None,
+            tool_name: None,
+            is_error: false,
+            reasoning: None,
+            provider_data: Some(json!(items).to_string()),
+            source: None,
+        });
+        let body = responses_body(&req, &Map::new()).unwrap();
+        let kinds: Vec<&str> = body["input"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["type"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "message",
+                "tool_search_call",
+                "tool_search_output",
+                "function_call"
+            ]
+        );
     }
 
     #[test]

@@ -289,6 +289,83 @@ pub mod anthropic {
         format!("event: {kind}\ndata: {v}\n\n")
     }
 
+    /// Plain text, then `end_turn`.
+    pub fn text(parts: &[&str]) -> Vec<String> {
+        let mut f = vec![
+            ev(
+                "message_start",
+                json!({"message": {"id": "msg_t", "role": "assistant", "usage": {"input_tokens": 30, "output_tokens": 1}}}),
+            ),
+            ev(
+                "content_block_start",
+                json!({"index": 0, "content_block": {"type": "text", "text": ""}}),
+            ),
+        ];
+        f.extend(parts.iter().map(|p| {
+            ev(
+                "content_block_delta",
+                json!({"index": 0, "delta": {"type": "text_delta", "text": p}}),
+            )
+        }));
+        f.push(ev("content_block_stop", json!({"index": 0})));
+        f.push(ev(
+            "message_delta",
+            json!({"delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 5}}),
+        ));
+        f.push(ev("message_stop", json!({})));
+        f
+    }
+
+    /// The server-side tool search (`tool_search_tool_bm25` for `query`,
+    /// finding `found`), then a call of `tool` with `arguments`, as the
+    /// Messages API streams it.
+    pub fn tool_search_then_call(
+        query: &str,
+        found: &[&str],
+        call_id: &str,
+        tool: &str,
+        arguments: &str,
+    ) -> Vec<String> {
+        let refs: Vec<Value> = found
+            .iter()
+            .map(|n| json!({"type": "tool_reference", "tool_name": n}))
+            .collect();
+        vec![
+            ev(
+                "message_start",
+                json!({"message": {"id": "msg_s", "role": "assistant", "usage": {"input_tokens": 40, "output_tokens": 1}}}),
+            ),
+            ev(
+                "content_block_start",
+                json!({"index": 0, "content_block": {"type": "server_tool_use", "id": "srvtoolu_1", "name": "tool_search_tool_bm25", "input": {}}}),
+            ),
+            ev(
+                "content_block_delta",
+                json!({"index": 0, "delta": {"type": "input_json_delta", "partial_json": json!({"query": query}).to_string()}}),
+            ),
+            ev("content_block_stop", json!({"index": 0})),
+            ev(
+                "content_block_start",
+                json!({"index": 1, "content_block": {"type": "tool_search_tool_result", "tool_use_id": "srvtoolu_1", "content": {"type": "tool_search_tool_search_result", "tool_references": refs}}}),
+            ),
+            ev("content_block_stop", json!({"index": 1})),
+            ev(
+                "content_block_start",
+                json!({"index": 2, "content_block": {"type": "tool_use", "id": call_id, "name": tool, "input": {}}}),
+            ),
+            ev(
+                "content_block_delta",
+                json!({"index": 2, "delta": {"type": "input_json_delta", "partial_json": arguments}}),
+            ),
+            ev("content_block_stop", json!({"index": 2})),
+            ev(
+                "message_delta",
+                json!({"delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 20, "server_tool_use": {"tool_search_requests": 1}}}),
+            ),
+            ev("message_stop", json!({})),
+        ]
+    }
+
     /// Thinking (with signature), text, then `end_turn`.
     pub fn thinking_then_text(thinking: &str, signature: &str, parts: &[&str]) -> Vec<String> {
         let mut f = vec![

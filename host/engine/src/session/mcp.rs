@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 use turnstone_mcp::McpServer;
 use turnstone_mcp::content::{prompt_text, read_resource_text, tool_result_text};
 use turnstone_mcp::search::tool_search_parameters;
-use turnstone_runtime::bindings::v0_1_0::provider::turnstone::plugin::provider_types as wit;
+use turnstone_runtime::provider_types as wit;
 
 /// The synthetic search tool.
 pub const TOOL_SEARCH: &str = "tool_search";
@@ -89,19 +89,41 @@ impl ChatSession {
                 || name == USE_PROMPT)
     }
 
+    /// Whether tool search is active for the next request (enough tools,
+    /// something to defer), given the number of component tools.
+    pub(super) fn tool_search_active(&self, component_tools: usize) -> bool {
+        let Some(hub) = &self.mcp else {
+            return false;
+        };
+        let mcp = hub.tools().len();
+        self.cfg.tool_search.active(component_tools + mcp, mcp)
+    }
+
+    /// Whether the next request uses the provider's native tool search (the
+    /// Anthropic and OpenAI tiers of the reference): search is active, the
+    /// model supports it, and a component tool stays undeferred (a request
+    /// whose every tool is deferred is refused by the provider).
+    pub(super) async fn native_tool_search(&self, b: &super::ModelBinding) -> bool {
+        let components = self.component_tool_count();
+        components > 0 && self.tool_search_active(components) && b.supports_tool_search().await
+    }
+
     /// Tool definitions the MCP side adds to a request, given the number of
-    /// component tools already in it.
-    pub(super) fn mcp_definitions(&self, component_tools: usize) -> Vec<wit::ToolDefinition> {
+    /// component tools already in it. With `native` search every MCP tool is
+    /// sent deferred and no client-side `tool_search` is offered.
+    pub(super) fn mcp_definitions(
+        &self,
+        component_tools: usize,
+        native: bool,
+    ) -> Vec<wit::ToolDefinition> {
         let Some(hub) = &self.mcp else {
             return Vec::new();
         };
         let tools = hub.tools();
         let mut out = Vec::new();
-        let searching = self
-            .cfg
-            .tool_search
-            .active(component_tools + tools.len(), tools.len());
-        if searching {
+        let searching = self.tool_search_active(component_tools);
+        let client_side = searching && !native;
+        if client_side {
             out.push(wit::ToolDefinition {
                 name: TOOL_SEARCH.into(),
                 description: format!(
@@ -109,16 +131,18 @@ impl ChatSession {
                     tools.len()
                 ),
                 parameters: tool_search_parameters().to_string(),
+                defer_loading: false,
             });
         }
         for (server, t) in &tools {
-            if searching && !self.found_tools.contains(&t.prefixed) {
+            if client_side && !self.found_tools.contains(&t.prefixed) {
                 continue;
             }
             out.push(wit::ToolDefinition {
                 name: t.prefixed.clone(),
                 description: format!("[MCP: {}] {}", server.name, t.description),
                 parameters: t.input_schema.to_string(),
+                defer_loading: searching && native,
             });
         }
         let (resources, prompts) = hub.offers();
@@ -154,6 +178,7 @@ impl ChatSession {
                     "required": ["uri"]
                 })
                 .to_string(),
+                defer_loading: false,
             });
         }
         if prompts {
@@ -197,6 +222,7 @@ impl ChatSession {
                     "required": ["name"]
                 })
                 .to_string(),
+                defer_loading: false,
             });
         }
         out

@@ -21,6 +21,7 @@ use std::sync::Arc;
 use stream::StreamFailure;
 use tokio_util::sync::CancellationToken;
 use turnstone_protocol::{Event, SessionState, StateChange};
+use turnstone_runtime::provider_types as wit;
 use turnstone_runtime::{LoadedPlugin, PluginSet, SecretSource};
 
 /// Tool calls that may run at the same time.
@@ -65,7 +66,14 @@ pub struct ModelBinding {
     pub replay_reasoning: bool,
     /// The alias's FIFO admission gate (at most `max_concurrency` generations).
     pub admission: Option<Arc<tokio::sync::Semaphore>>,
+    /// What the provider component reports for the model (shared by every
+    /// binding of an alias, asked once).
+    pub reported: ReportedCapabilities,
 }
+
+/// A provider's `capabilities(model)` answer, asked on first use and kept
+/// (`None` when the call failed: nothing is assumed).
+pub type ReportedCapabilities = Arc<tokio::sync::OnceCell<Option<wit::ModelCapabilities>>>;
 
 /// The per-call secret source carrying an alias's API key.
 struct AliasKey(String);
@@ -93,6 +101,7 @@ impl ModelBinding {
             capabilities: None,
             replay_reasoning: false,
             admission: None,
+            reported: Default::default(),
         }
     }
 
@@ -130,8 +139,71 @@ impl ModelBinding {
                 .map(|m| serde_json::Value::Object(m.clone()).to_string()),
             replay_reasoning: false,
             admission: alias.admission.clone(),
+            reported: alias.reported.clone(),
         }
     }
+
+    /// The model's capabilities: the provider component's report (asked
+    /// once per alias) with the operator's `[models.x.capabilities]` laid
+    /// over it. `None` when the provider could not say.
+    pub async fn model_capabilities(&self) -> Option<wit::ModelCapabilities> {
+        let reported = self
+            .reported
+            .get_or_init(|| async {
+                match self.plugin.provider_capabilities(&self.model).await {
+                    Ok(c) => Some(c),
+                    Err(e) => {
+                        tracing::warn!(model = %self.model, "provider capabilities unavailable: {e}");
+                        None
+                    }
+                }
+            })
+            .await
+            .as_ref()
+            .copied()?;
+        Some(apply_overrides(reported, self.capabilities.as_deref()))
+    }
+
+    /// Whether the provider searches deferred tools itself for this model.
+    /// Never on a `*-compatible` lane: a local server named like a cloud
+    /// model does not have the cloud's server-side tools.
+    pub async fn supports_tool_search(&self) -> bool {
+        if self.provider.ends_with("-compatible") {
+            return false;
+        }
+        self.model_capabilities()
+            .await
+            .is_some_and(|c| c.supports_tool_search)
+    }
+}
+
+/// `caps` with the boolean and numeric keys of the operator's JSON object
+/// (`supports_vision = true`, `context_window = 32768`, …) laid over it.
+fn apply_overrides(
+    mut caps: wit::ModelCapabilities,
+    overrides: Option<&str>,
+) -> wit::ModelCapabilities {
+    let Some(serde_json::Value::Object(map)) =
+        overrides.and_then(|o| serde_json::from_str::<serde_json::Value>(o).ok())
+    else {
+        return caps;
+    };
+    for (key, value) in &map {
+        let flag = value.as_bool();
+        let number = value.as_u64().and_then(|n| u32::try_from(n).ok());
+        match (key.as_str(), flag, number) {
+            ("supports_tools", Some(b), _) => caps.supports_tools = b,
+            ("supports_vision", Some(b), _) => caps.supports_vision = b,
+            ("supports_reasoning", Some(b), _) => caps.supports_reasoning = b,
+            ("supports_temperature", Some(b), _) => caps.supports_temperature = b,
+            ("supports_streaming", Some(b), _) => caps.supports_streaming = b,
+            ("supports_tool_search", Some(b), _) => caps.supports_tool_search = b,
+            ("context_window", _, Some(n)) => caps.context_window = n,
+            ("max_output_tokens", _, Some(n)) => caps.max_output_tokens = n,
+            _ => {}
+        }
+    }
+    caps
 }
 
 /// Session settings.

@@ -8,8 +8,8 @@ use crate::lower::to_wit_messages;
 use crate::turn::{Role, Turn};
 use std::sync::{Arc, Mutex};
 use turnstone_runtime::ModelAccess;
-use turnstone_runtime::bindings::v0_1_0::provider::turnstone::plugin::provider_types as wit;
 use turnstone_runtime::plugin::ProviderEventSink;
+use turnstone_runtime::provider_types as wit;
 
 /// The session's primary binding, as a [`ModelAccess`].
 pub(super) struct SessionModel {
@@ -46,8 +46,8 @@ impl ModelAccess for SessionModel {
                 Turn::text(Role::System, system),
                 Turn::text(Role::User, prompt),
             ];
-            let messages = to_wit_messages(&turns, &b.provider, false, &NoAttachments)
-                .map_err(|e| e.to_string())?;
+            let messages =
+                to_wit_messages(&turns, &b.provider, &NoAttachments).map_err(|e| e.to_string())?;
             let request = wit::CompletionRequest {
                 provider: b.provider.clone(),
                 base_url: b.base_url.clone(),
@@ -60,6 +60,7 @@ impl ModelAccess for SessionModel {
                 replay_reasoning: false,
                 capabilities: b.capabilities.clone(),
                 extra: None,
+                tool_search: false,
             };
             let sink = Arc::new(TextOnly::default());
             let _permit = match &b.admission {

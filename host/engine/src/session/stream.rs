@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use turnstone_protocol::{Event, SessionState, Status};
 use turnstone_runtime::CallError;
-use turnstone_runtime::bindings::v0_1_0::provider::turnstone::plugin::provider_types as wit;
 use turnstone_runtime::plugin::ProviderEventSink;
+use turnstone_runtime::provider_types as wit;
 
 /// How a failed model call may be recovered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -237,13 +237,9 @@ impl ChatSession {
         self.emit(Event::ThinkingStart);
         self.state(SessionState::Thinking);
         let history = self.request_override.as_ref().unwrap_or(&self.turns);
-        let messages = to_wit_messages(
-            &repair_orphans(history),
-            &b.provider,
-            b.replay_reasoning,
-            &NoAttachments,
-        )
-        .map_err(|e| AttemptError::Session(e.into()))?;
+        let messages = to_wit_messages(&repair_orphans(history), &b.provider, &NoAttachments)
+            .map_err(|e| AttemptError::Session(e.into()))?;
+        let native = self.request_override.is_none() && self.native_tool_search(b).await;
         let request = wit::CompletionRequest {
             provider: b.provider.clone(),
             base_url: b.base_url.clone(),
@@ -252,8 +248,9 @@ impl ChatSession {
             tools: if self.request_override.is_some() {
                 Vec::new()
             } else {
-                self.tool_definitions()
+                self.tool_definitions(native)
             },
+            tool_search: native,
             temperature: b.temperature,
             max_tokens: b.max_tokens,
             reasoning_effort: b.reasoning_effort.clone(),

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use turnstone_protocol::{
     ApproveRequest, Decision, Event, Items, SessionState, ToolItem, ToolOutputChunk, ToolResult,
 };
-use turnstone_runtime::bindings::v0_1_0::provider::turnstone::plugin::provider_types as wit;
+use turnstone_runtime::provider_types as wit;
 use turnstone_runtime::{
     CallContext, CallError, LoadedPlugin, ModelAccess, ToolOutputSink, tool_error_text,
 };
@@ -59,11 +59,23 @@ impl ChatSession {
         Some((free / calls.max(1)).max(MIN_RESULT_BUDGET_CHARS))
     }
 
-    pub(super) fn tool_definitions(&self) -> Vec<wit::ToolDefinition> {
+    /// Every tool the next request offers. With `native` search, deferred
+    /// MCP tools are sent marked `defer_loading` for the provider to search;
+    /// otherwise the client-side `tool_search` stands in for them.
+    pub(super) fn tool_definitions(&self, native: bool) -> Vec<wit::ToolDefinition> {
         let mut defs = self.component_definitions();
-        let extra = self.mcp_definitions(defs.len());
+        let extra = self.mcp_definitions(defs.len(), native);
         defs.extend(extra);
         defs
+    }
+
+    /// Component tools (never deferred).
+    pub(super) fn component_tool_count(&self) -> usize {
+        self.tools
+            .snapshot()
+            .tools()
+            .filter(|t| !t.coordinator || t.interactive)
+            .count()
     }
 
     fn component_definitions(&self) -> Vec<wit::ToolDefinition> {
@@ -86,6 +98,7 @@ impl ChatSession {
                     name: t.name.clone(),
                     description,
                     parameters: t.parameters.to_string(),
+                    defer_loading: false,
                 }
             })
             .collect()

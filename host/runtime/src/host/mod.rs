@@ -190,6 +190,8 @@ impl tool::turnstone::plugin::model::Host for HostState {
 
 impl provider::turnstone::plugin::provider_types::Host for HostState {}
 
+impl crate::bindings::v0_2_0::provider::turnstone::plugin0_2_0::provider_types::Host for HostState {}
+
 impl provider::turnstone::plugin::provider_events::Host for HostState {
     async fn emit(
         &mut self,

@@ -1,4 +1,4 @@
-//! Test-only component exporting `turnstone:plugin/tool@9.9.9`.
+//! Test-only component exporting `turnstone:plugin/tool@0.3.0`.
 
 wit_bindgen::generate!({ world: "tool-plugin", path: "wit" });
 
