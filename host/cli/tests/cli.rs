@@ -50,7 +50,7 @@ fn plugins_list_reports_every_plugin_with_state_and_capabilities() {
     let rf = by_name("files");
     assert_eq!(rf["state"], "loaded");
     assert_eq!(rf["builtin"], true);
-    assert_eq!(rf["wit"], "turnstone:plugin@0.1.0");
+    assert_eq!(rf["wit"], "turnstone:plugin@0.2.0");
     assert_eq!(
         rf["tools"],
         serde_json::json!(["read_file", "write_file", "edit_file", "diff_file"])
@@ -68,7 +68,7 @@ fn plugins_list_reports_every_plugin_with_state_and_capabilities() {
     );
     let fw = by_name("future_wit");
     assert_eq!(fw["state"], "failed");
-    assert!(fw["error"].as_str().unwrap().contains("9.9.9"));
+    assert!(fw["error"].as_str().unwrap().contains("0.3.0"));
 
     let table = turnstone(ws.path(), cache.path())
         .args(["plugins", "list"])

@@ -98,8 +98,9 @@ impl PluginAdmin {
         mut config: ServerConfig,
     ) -> Result<(), AdminError> {
         config.disabled = false;
-        check(name, &config)?;
+        // Unknown (404) or config.toml (409) before judging the new definition.
         let before = self.runtime_definition(name).await?;
+        check(name, &config)?;
         let definition = serde_json::to_string(&config)
             .map_err(|e| AdminError::Invalid(format!("definition: {e}")))?;
         if !self.db().update_mcp_server(name, &definition).await? {
