@@ -43,6 +43,7 @@
 //! Everything outside those capabilities — files, network, processes, secrets —
 //! is denied by the host with a [`CapabilityError`] explaining the grant needed.
 
+pub mod agent;
 pub mod fs;
 pub mod host;
 pub mod http;

@@ -105,6 +105,38 @@ pub trait MemoryStore: Send + Sync {
     ) -> Result<Vec<Memory>>;
     /// Memories whose name, description or content contain every query word.
     async fn search_memories(&self, query: &str, limit: i64) -> Result<Vec<Memory>>;
+    /// The memories `view` may see (optionally one scope and type), newest first.
+    async fn list_visible_memories(
+        &self,
+        view: &MemoryView,
+        scope: Option<&str>,
+        memory_type: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<Memory>>;
+    /// The memories `view` may see containing any query word (candidates for
+    /// ranking), newest first. Does not count as reading them.
+    async fn search_visible_memories(
+        &self,
+        query: &str,
+        view: &MemoryView,
+        scope: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<Memory>>;
+}
+
+/// Skills saved in the database: every save is the next version of its name.
+#[async_trait]
+pub trait SkillStore: Send + Sync {
+    /// Saves the next version of `s.name`.
+    async fn save_skill(&self, s: &NewSkill) -> Result<SkillRecord>;
+    /// The latest version of every skill, by name.
+    async fn latest_skills(&self) -> Result<Vec<SkillRecord>>;
+    /// Every version of one skill, newest first.
+    async fn skill_versions(&self, name: &str) -> Result<Vec<SkillRecord>>;
+    /// One version (the latest when `version` is `None`).
+    async fn get_skill(&self, name: &str, version: Option<i64>) -> Result<Option<SkillRecord>>;
+    /// Deletes every version; returns how many there were.
+    async fn delete_skill(&self, name: &str) -> Result<u64>;
 }
 
 /// Users, API tokens and channel identities.
@@ -234,7 +266,14 @@ pub trait AttachmentStore: Send + Sync {
 
 /// Everything: what `Storage` hands out.
 pub trait Backend:
-    WorkstreamStore + TurnStore + MemoryStore + IdentityStore + PluginStore + OpsStore + AttachmentStore
+    WorkstreamStore
+    + TurnStore
+    + MemoryStore
+    + SkillStore
+    + IdentityStore
+    + PluginStore
+    + OpsStore
+    + AttachmentStore
 {
     /// `sqlite` or `postgresql`.
     fn backend_name(&self) -> &'static str;

@@ -7,6 +7,7 @@ use crate::ops::identity::impl_identity_store;
 use crate::ops::memories::impl_memory_store;
 use crate::ops::operations::impl_ops_store;
 use crate::ops::plugins::impl_plugin_store;
+use crate::ops::skills::impl_skill_store;
 use crate::ops::turns::impl_turn_store;
 use crate::ops::workstreams::impl_workstream_store;
 use crate::types::SearchFilter;
@@ -48,16 +49,18 @@ impl PgStore {
     ) -> Result<Vec<PgRow>> {
         // plainto_tsquery ANDs the words and never interprets operators.
         Ok(sqlx::query(
-            "SELECT c.id, c.ws_id, c.role, c.content, c.timestamp FROM conversations c \
+            "SELECT c.id, c.ws_id, c.role, c.content, c.timestamp, c.tool_name, \
+             COALESCE(w.title, w.alias, w.name) AS ws_name FROM conversations c \
              JOIN workstreams w ON w.ws_id = c.ws_id \
              WHERE c.content_tsv @@ plainto_tsquery('simple', $1) AND w.state <> 'creating' \
              AND ($2::text IS NULL OR c.ws_id = $2) AND ($3::text IS NULL OR w.user_id = $3) \
-             ORDER BY c.id DESC LIMIT $4",
+             ORDER BY c.id DESC LIMIT $4 OFFSET $5",
         )
         .bind(tokens.join(" "))
         .bind(&filter.ws_id)
         .bind(&filter.user_id)
         .bind(limit)
+        .bind(filter.offset.unwrap_or(0).max(0))
         .fetch_all(&self.pool)
         .await?)
     }
@@ -81,6 +84,7 @@ impl_turn_store!(PgStore, sqlx::Postgres);
 impl_memory_store!(PgStore, sqlx::Postgres);
 impl_identity_store!(PgStore, sqlx::Postgres);
 impl_plugin_store!(PgStore, sqlx::Postgres);
+impl_skill_store!(PgStore, sqlx::Postgres);
 impl_ops_store!(PgStore, sqlx::Postgres);
 impl_attachment_store!(PgStore, sqlx::Postgres);
 

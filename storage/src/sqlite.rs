@@ -7,6 +7,7 @@ use crate::ops::identity::impl_identity_store;
 use crate::ops::memories::impl_memory_store;
 use crate::ops::operations::impl_ops_store;
 use crate::ops::plugins::impl_plugin_store;
+use crate::ops::skills::impl_skill_store;
 use crate::ops::turns::impl_turn_store;
 use crate::ops::workstreams::impl_workstream_store;
 use crate::types::SearchFilter;
@@ -69,17 +70,19 @@ impl SqliteStore {
             .collect::<Vec<_>>()
             .join(" ");
         Ok(sqlx::query(
-            "SELECT c.id, c.ws_id, c.role, c.content, c.timestamp FROM conversations_fts \
+            "SELECT c.id, c.ws_id, c.role, c.content, c.timestamp, c.tool_name, \
+             COALESCE(w.title, w.alias, w.name) AS ws_name FROM conversations_fts \
              JOIN conversations c ON c.id = conversations_fts.rowid \
              JOIN workstreams w ON w.ws_id = c.ws_id \
              WHERE conversations_fts MATCH $1 AND w.state <> 'creating' \
              AND ($2 IS NULL OR c.ws_id = $2) AND ($3 IS NULL OR w.user_id = $3) \
-             ORDER BY c.id DESC LIMIT $4",
+             ORDER BY c.id DESC LIMIT $4 OFFSET $5",
         )
         .bind(fts)
         .bind(&filter.ws_id)
         .bind(&filter.user_id)
         .bind(limit)
+        .bind(filter.offset.unwrap_or(0).max(0))
         .fetch_all(&self.pool)
         .await?)
     }
@@ -91,6 +94,7 @@ impl_turn_store!(SqliteStore, sqlx::Sqlite);
 impl_memory_store!(SqliteStore, sqlx::Sqlite);
 impl_identity_store!(SqliteStore, sqlx::Sqlite);
 impl_plugin_store!(SqliteStore, sqlx::Sqlite);
+impl_skill_store!(SqliteStore, sqlx::Sqlite);
 impl_ops_store!(SqliteStore, sqlx::Sqlite);
 impl_attachment_store!(SqliteStore, sqlx::Sqlite);
 

@@ -348,6 +348,10 @@ pub struct SearchHit {
     pub turn_id: i64,
     /// Workstream.
     pub ws_id: String,
+    /// The workstream's title, else its alias, else its name.
+    pub ws_name: Option<String>,
+    /// The tool of a tool result.
+    pub tool_name: Option<String>,
     /// Role.
     pub role: Role,
     /// The message text.
@@ -365,12 +369,58 @@ pub struct SearchFilter {
     pub user_id: Option<String>,
     /// Max hits (default 20, max 1000).
     pub limit: Option<i64>,
+    /// Hits to skip (newest first), for paging.
+    pub offset: Option<i64>,
 }
 
 /// Memory types.
-pub const MEMORY_TYPES: &[&str] = &["user", "project", "feedback", "reference"];
+pub const MEMORY_TYPES: &[&str] = &["user", "general", "feedback", "reference"];
 /// Memory scopes.
-pub const MEMORY_SCOPES: &[&str] = &["global", "workstream", "user"];
+pub const MEMORY_SCOPES: &[&str] = &["global", "workstream", "user", "project"];
+
+/// Whose memories one caller may see: the global ones, plus those of its
+/// user, workstream and project (each when it has one).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MemoryView {
+    /// The caller's user.
+    pub user_id: Option<String>,
+    /// The caller's workstream.
+    pub ws_id: Option<String>,
+    /// The caller's project.
+    pub project_id: Option<String>,
+}
+
+/// A skill version to save (the next version of its name).
+#[derive(Debug, Clone, Default)]
+pub struct NewSkill {
+    /// Skill name.
+    pub name: String,
+    /// One-line description (for listings).
+    pub description: String,
+    /// The `SKILL.md` document.
+    pub content: String,
+    /// Who saved it.
+    pub created_by: Option<String>,
+}
+
+/// One saved version of a skill.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SkillRecord {
+    /// Row id.
+    pub template_id: String,
+    /// Skill name.
+    pub name: String,
+    /// 1, 2, …
+    pub version: i64,
+    /// One-line description.
+    pub description: String,
+    /// The `SKILL.md` document.
+    pub content: String,
+    /// When it was saved.
+    pub created: String,
+    /// Who saved it.
+    pub created_by: Option<String>,
+}
 
 /// A structured memory.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -381,9 +431,9 @@ pub struct Memory {
     pub name: String,
     /// Relevance description.
     pub description: String,
-    /// user | project | feedback | reference.
+    /// user | general | feedback | reference.
     pub memory_type: String,
-    /// global | workstream | user.
+    /// global | workstream | user | project.
     pub scope: String,
     /// Workstream or user id for scoped memories ("" for global).
     pub scope_id: String,
@@ -406,7 +456,7 @@ pub struct NewMemory {
     pub name: String,
     /// Description.
     pub description: String,
-    /// Type (default `project`).
+    /// Type (default `general` for a new memory; an update keeps the old one).
     pub memory_type: Option<String>,
     /// Scope (default `global`).
     pub scope: Option<String>,

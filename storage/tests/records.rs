@@ -8,6 +8,8 @@ use turnstone_storage::prelude::*;
 
 both_backends!(
     memories_crud_search_and_counters,
+    memories_are_visible_only_to_their_scope,
+    skills_keep_every_version,
     users_and_tokens,
     plugin_state_crud,
     mcp_servers_crud_reset_a_namesakes_grant,
@@ -109,7 +111,7 @@ async fn memories_crud_search_and_counters(h: Harness) {
         .unwrap();
     assert_eq!(
         (m.memory_type.as_str(), m.scope.as_str()),
-        ("project", "global")
+        ("general", "global")
     );
     let updated = db
         .save_memory(&NewMemory {
@@ -191,6 +193,170 @@ async fn memories_crud_search_and_counters(h: Harness) {
             Err(StorageError::InvalidInput(_))
         ));
     }
+}
+
+async fn memories_are_visible_only_to_their_scope(h: Harness) {
+    let db = &h.db;
+    let save = |name: &str, scope: &str, scope_id: &str, ty: Option<&str>| NewMemory {
+        name: name.into(),
+        description: format!("{name} hook"),
+        content: format!("{name} lives in {scope}"),
+        memory_type: ty.map(str::to_string),
+        scope: Some(scope.into()),
+        scope_id: scope_id.into(),
+    };
+    for m in [
+        save("g", "global", "", None),
+        save("alice_pref", "user", "alice", Some("user")),
+        save("bob_pref", "user", "bob", Some("user")),
+        save("ws1_note", "workstream", "ws1", Some("feedback")),
+        save("ws2_note", "workstream", "ws2", None),
+        save("proj_doc", "project", "p1", Some("project")),
+    ] {
+        db.save_memory(&m).await.unwrap();
+    }
+    let alice = MemoryView {
+        user_id: Some("alice".into()),
+        ws_id: Some("ws1".into()),
+        project_id: Some("p1".into()),
+    };
+    let names = |v: Vec<Memory>| {
+        let mut n: Vec<String> = v.into_iter().map(|m| m.name).collect();
+        n.sort();
+        n
+    };
+    assert_eq!(
+        names(
+            db.list_visible_memories(&alice, None, None, 100)
+                .await
+                .unwrap()
+        ),
+        ["alice_pref", "g", "proj_doc", "ws1_note"]
+    );
+    let bob = MemoryView {
+        user_id: Some("bob".into()),
+        ..Default::default()
+    };
+    assert_eq!(
+        names(
+            db.list_visible_memories(&bob, None, None, 100)
+                .await
+                .unwrap()
+        ),
+        ["bob_pref", "g"]
+    );
+    assert_eq!(
+        names(
+            db.search_visible_memories("lives pref", &bob, None, 100)
+                .await
+                .unwrap()
+        ),
+        ["bob_pref", "g"],
+        "any word matches; only what bob may see"
+    );
+    assert_eq!(
+        names(
+            db.list_visible_memories(&alice, Some("user"), None, 100)
+                .await
+                .unwrap()
+        ),
+        ["alice_pref"]
+    );
+    assert_eq!(
+        names(
+            db.list_visible_memories(&alice, None, Some("feedback"), 100)
+                .await
+                .unwrap()
+        ),
+        ["ws1_note"]
+    );
+    // `project` is the old name of `general`; an update without a type keeps it.
+    let p = db
+        .get_memory("proj_doc", "project", "p1")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(p.memory_type, "general");
+    let again = db
+        .save_memory(&NewMemory {
+            content: "changed".into(),
+            ..save("ws1_note", "workstream", "ws1", None)
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        (again.memory_type.as_str(), again.content.as_str()),
+        ("feedback", "changed")
+    );
+    // Nobody sees anything scoped without the id.
+    assert_eq!(
+        names(
+            db.list_visible_memories(&MemoryView::default(), None, None, 100)
+                .await
+                .unwrap()
+        ),
+        ["g"]
+    );
+}
+
+async fn skills_keep_every_version(h: Harness) {
+    let db = &h.db;
+    let doc = |v: u32| format!("---\nname: deploy\ndescription: Deploy v{v}\n---\nbody {v}\n");
+    for v in 1..=3 {
+        let r = db
+            .save_skill(&NewSkill {
+                name: "deploy".into(),
+                description: format!("Deploy v{v}"),
+                content: doc(v),
+                created_by: Some("u1".into()),
+            })
+            .await
+            .unwrap();
+        assert_eq!(r.version, i64::from(v));
+    }
+    db.save_skill(&NewSkill {
+        name: "review".into(),
+        description: "Review".into(),
+        content: "---\nname: review\ndescription: Review\n---\n".into(),
+        created_by: None,
+    })
+    .await
+    .unwrap();
+    let latest = db.latest_skills().await.unwrap();
+    assert_eq!(
+        latest
+            .iter()
+            .map(|r| (r.name.as_str(), r.version))
+            .collect::<Vec<_>>(),
+        [("deploy", 3), ("review", 1)]
+    );
+    let versions = db.skill_versions("deploy").await.unwrap();
+    assert_eq!(
+        versions.iter().map(|r| r.version).collect::<Vec<_>>(),
+        [3, 2, 1]
+    );
+    assert_eq!(versions[2].content, doc(1));
+    assert_eq!(versions[0].created_by.as_deref(), Some("u1"));
+    let v2 = db.get_skill("deploy", Some(2)).await.unwrap().unwrap();
+    assert_eq!(v2.description, "Deploy v2");
+    assert_eq!(
+        db.get_skill("deploy", None).await.unwrap().unwrap().version,
+        3
+    );
+    assert!(db.get_skill("deploy", Some(9)).await.unwrap().is_none());
+    for bad in ["", "a b", "x/y"] {
+        assert!(matches!(
+            db.save_skill(&NewSkill {
+                name: bad.into(),
+                ..Default::default()
+            })
+            .await,
+            Err(StorageError::InvalidInput(_))
+        ));
+    }
+    assert_eq!(db.delete_skill("deploy").await.unwrap(), 3);
+    assert_eq!(db.delete_skill("deploy").await.unwrap(), 0);
+    assert_eq!(db.latest_skills().await.unwrap().len(), 1);
 }
 
 async fn users_and_tokens(h: Harness) {

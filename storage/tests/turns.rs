@@ -269,6 +269,20 @@ async fn full_text_search_returns_message_role_ws_and_time(h: Harness) {
         .unwrap();
     assert_eq!(in_ws.len(), 1);
     assert_eq!(in_ws[0].role, Role::Assistant);
+    let next_page = db
+        .search_history(
+            "quick",
+            &SearchFilter {
+                ws_id: Some(ws1.clone()),
+                limit: Some(1),
+                offset: Some(1),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(next_page.len(), 1);
+    assert_eq!(next_page[0].message, "The quick brown fox", "the older hit");
     assert!(
         db.search_history("zebra", &SearchFilter::default())
             .await

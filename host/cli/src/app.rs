@@ -211,6 +211,8 @@ pub struct App {
     pub housekeeping: Vec<String>,
     /// `--event-log`, open.
     pub event_log: Option<turnstone_engine::event_log::EventLog>,
+    /// The skills catalogue: `[skills] dirs` and the database.
+    pub skills: Arc<turnstone_engine::skills::SkillLibrary>,
 }
 
 /// The per-user default database for the CLI, so `--resume` works from any directory.
@@ -322,6 +324,10 @@ impl App {
             ),
             None => None,
         };
+        let skills = turnstone_engine::skills::SkillLibrary::new(
+            loaded.config.skills.dirs(),
+            Some(storage.clone()),
+        );
         Ok(Self {
             loaded,
             models,
@@ -329,6 +335,7 @@ impl App {
             flags,
             housekeeping,
             event_log,
+            skills,
         })
     }
 
@@ -362,7 +369,13 @@ impl App {
             .with_mcp(self.loaded.mcp.clone())
             .with_fallbacks(fallbacks)
             .with_live_models(self.models.clone(), None)
-            .with_storage(self.storage.clone(), ws_id);
+            .with_storage(self.storage.clone(), ws_id)
+            .with_agent(turnstone_engine::session::AgentContext {
+                skills: Some(self.skills.clone()),
+                model_alias: Some(self.models.snapshot().default.clone()),
+                // The terminal's database is one person's.
+                local: true,
+            });
         Ok(if resume { s.resume().await? } else { s })
     }
 

@@ -31,9 +31,32 @@ pub struct HostConfig {
     /// `[mcp]`: MCP servers and what `turnstone mcp` serves.
     #[serde(default)]
     pub mcp: turnstone_mcp::McpConfig,
+    /// `[skills]`: where `SKILL.md` files are read from.
+    #[serde(default)]
+    pub skills: SkillsConfig,
     /// `[models.*]` and `[model]`.
     #[serde(flatten)]
     pub models: turnstone_engine::models::ModelsConfig,
+}
+
+/// `[skills]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SkillsConfig {
+    /// Directories of skills: each `NAME/SKILL.md` or `NAME.md` (`~` expands).
+    /// Skills saved in the database (API, CLI, the skills tool) come on top.
+    #[serde(default)]
+    pub dirs: Vec<PathBuf>,
+}
+
+impl SkillsConfig {
+    /// The directories with `~` expanded.
+    pub fn dirs(&self) -> Vec<PathBuf> {
+        self.dirs
+            .iter()
+            .map(|d| turnstone_runtime::config::expand_home(d))
+            .collect()
+    }
 }
 
 /// `[auth]`.

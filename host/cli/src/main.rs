@@ -71,6 +71,10 @@ struct Cli {
     /// Continue a saved workstream by alias, id or id prefix.
     #[arg(long)]
     resume: Option<String>,
+    /// Start with a skill active: `NAME [ARG…]` (arguments as `key=value` or
+    /// positional, shell-quoted), as `/skill` takes them.
+    #[arg(long, value_name = "SKILL")]
+    skill: Option<String>,
     /// SQLite database file (default: [database], $TURNSTONE_DB_*, else
     /// ~/.local/share/turnstone/turnstone.db for the terminal and ./.turnstone.db for `admin`).
     #[arg(long, global = true)]
@@ -249,7 +253,7 @@ async fn main() -> Result<()> {
                 app::DbDefault::PerUser,
             )
             .await?;
-            if !repl::run(app, cli.resume.clone(), started).await? {
+            if !repl::run(app, cli.resume.clone(), cli.skill.clone(), started).await? {
                 // Piped mode: a failed turn makes the script fail.
                 std::process::exit(1);
             }

@@ -35,6 +35,27 @@ pub struct CapFlags {
     /// May ask the session's model for completions.
     #[arg(long = "model-access")]
     pub model_access: bool,
+    /// The caller's memories: `ro` (read) or `rw` (also save and delete).
+    #[arg(long = "memory", value_name = "ro|rw")]
+    pub memory: Option<String>,
+    /// May search the caller's own past conversations.
+    #[arg(long = "history")]
+    pub history: bool,
+    /// The skills catalogue: `ro` (list, search, load) or `rw` (also save).
+    #[arg(long = "skills", value_name = "ro|rw")]
+    pub skills: Option<String>,
+    /// May learn the calling session's workstream, user, model and workspace.
+    #[arg(long = "session-info")]
+    pub session: bool,
+}
+
+fn access_flag(flag: &str, v: Option<&str>) -> Result<Option<Access>> {
+    Ok(match v {
+        None => None,
+        Some("ro" | "read-only") => Some(Access::ReadOnly),
+        Some("rw" | "read-write") => Some(Access::ReadWrite),
+        Some(other) => bail!("--{flag} {other:?}: give ro or rw"),
+    })
 }
 
 impl CapFlags {
@@ -61,6 +82,10 @@ impl CapFlags {
             env: self.env.clone(),
             secrets: self.secrets.clone(),
             model: self.model_access,
+            memory: access_flag("memory", self.memory.as_deref())?,
+            history: self.history,
+            skills: access_flag("skills", self.skills.as_deref())?,
+            session: self.session,
         };
         caps.validate()?;
         Ok(caps)
@@ -235,7 +260,7 @@ pub async fn run(
             let what = caps.to_caps()?;
             if !*all && what.is_empty() {
                 bail!(
-                    "name what to revoke (--fs, --http, --exec, --env, --secret, --model-access) or pass --all"
+                    "name what to revoke (--fs, --http, --exec, --env, --secret, --model-access, --memory, --history, --skills, --session-info) or pass --all"
                 );
             }
             let left = store.revoke(&who, &e, (!*all).then_some(&what)).await?;
@@ -344,6 +369,10 @@ fn merge(grant: &mut Capabilities, add: Capabilities) {
     extend(&mut grant.env, add.env);
     extend(&mut grant.secrets, add.secrets);
     grant.model |= add.model;
+    grant.memory = grant.memory.max(add.memory);
+    grant.history |= add.history;
+    grant.skills = grant.skills.max(add.skills);
+    grant.session |= add.session;
 }
 
 /// Manifest text and component bytes from a plugin directory or a .wasm + manifest.

@@ -17,11 +17,34 @@ pub fn caps_summary(c: &Capabilities) -> String {
     parts.extend(c.exec.iter().map(|e| format!("exec:{e}")));
     parts.extend(c.env.iter().map(|e| format!("env:{e}")));
     parts.extend(c.secrets.iter().map(|s| format!("secret:{s}")));
+    parts.extend(flag_parts(c));
     if parts.is_empty() {
         "-".into()
     } else {
         parts.join(" ")
     }
+}
+
+/// The capabilities that are a switch or a level: `model`, `memory:rw`,
+/// `history`, `skills:ro`, `session`.
+fn flag_parts(c: &Capabilities) -> Vec<String> {
+    let mut parts = Vec::new();
+    if c.model {
+        parts.push("model".into());
+    }
+    if let Some(a) = c.memory {
+        parts.push(format!("memory:{}", a.short()));
+    }
+    if c.history {
+        parts.push("history".into());
+    }
+    if let Some(a) = c.skills {
+        parts.push(format!("skills:{}", a.short()));
+    }
+    if c.session {
+        parts.push("session".into());
+    }
+    parts
 }
 
 /// A capability set in a few words for the `plugins list` table: each
@@ -46,9 +69,7 @@ pub fn caps_brief(c: &Capabilities) -> String {
             n => parts.push(format!("{kind}:{n}")),
         }
     }
-    if c.model {
-        parts.push("model".into());
-    }
+    parts.extend(flag_parts(c));
     if parts.is_empty() {
         "-".into()
     } else {

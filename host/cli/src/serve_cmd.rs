@@ -149,6 +149,7 @@ pub async fn run(
             mcp: Some(app.loaded.mcp.clone()),
             tool_search: app.loaded.tool_search,
             mcp_serve_allow: app.loaded.config.mcp.serve.allow.clone(),
+            skills: Some(app.skills.clone()),
         },
         limits,
         metrics.clone(),

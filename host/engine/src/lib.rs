@@ -20,6 +20,7 @@ pub mod persist;
 pub mod repair;
 pub mod runner;
 pub mod session;
+pub mod skills;
 pub mod truncate;
 pub mod turn;
 

@@ -9,7 +9,7 @@
 //! handle at once. Closing cancels the turn and stops the task; nothing polls.
 
 use crate::events::{EventSink, NoSuchApproval, TurnOutcome};
-use crate::session::{CancelHandle, ChatSession, MessageQueue, SessionError};
+use crate::session::{CancelHandle, ChatSession, EditError, MessageQueue, SessionError};
 use crate::turn::ContentPart;
 use std::sync::{Arc, Mutex};
 use tokio::sync::{mpsc, oneshot};
@@ -59,6 +59,11 @@ pub enum Ack {
         /// Whether it was still waiting.
         removed: bool,
     },
+    /// A skill was activated (`None`: the active one was dropped).
+    SkillSet {
+        /// The skill now active.
+        skill: Option<crate::skills::SkillInfo>,
+    },
 }
 
 /// Why an op was refused.
@@ -96,6 +101,11 @@ enum Command {
     },
     Compact {
         reply: oneshot::Sender<Result<(), SessionError>>,
+    },
+    UseSkill {
+        name: Option<String>,
+        arguments: std::collections::BTreeMap<String, String>,
+        reply: oneshot::Sender<Result<Option<crate::skills::SkillInfo>, SessionError>>,
     },
     SetModel {
         alias: String,
@@ -327,6 +337,16 @@ impl SessionHandle {
                     |r| r.map(|()| Ack::Done),
                 );
             }
+            Op::UseSkill { name, arguments } => {
+                return self.edit(
+                    |reply| Command::UseSkill {
+                        name,
+                        arguments,
+                        reply,
+                    },
+                    |r| r.map(|skill| Ack::SkillSet { skill }),
+                );
+            }
             Op::SetModel { alias } => {
                 return self.edit(
                     |reply| Command::SetModel { alias, reply },
@@ -457,6 +477,25 @@ async fn run(
             }
             Command::Compact { reply } => {
                 let r = session.compact().await;
+                inner.release();
+                let _ = reply.send(r);
+            }
+            Command::UseSkill {
+                name,
+                arguments,
+                reply,
+            } => {
+                let r = match name {
+                    Some(name) => session
+                        .activate_skill(&name, &arguments)
+                        .await
+                        .map(Some)
+                        .map_err(|e| SessionError::Edit(EditError::Skill(e))),
+                    None => {
+                        session.deactivate_skill().await;
+                        Ok(None)
+                    }
+                };
                 inner.release();
                 let _ = reply.send(r);
             }

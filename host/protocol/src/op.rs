@@ -107,6 +107,16 @@ pub enum Op {
         /// Its id from `message_queued`.
         msg_id: String,
     },
+    /// Activates a skill for the next turns (`name: None` drops the active
+    /// one); recorded with the workstream.
+    UseSkill {
+        /// The skill; `None` deactivates.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
+        /// Its arguments by name.
+        #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+        arguments: std::collections::BTreeMap<String, String>,
+    },
 }
 
 #[cfg(test)]

@@ -79,6 +79,24 @@ pub mod v0_1_0 {
 /// 0.1.0's `tool`, so tool components of both versions share
 /// [`v0_1_0::tool`]; providers get a new `provider` export).
 pub mod v0_2_0 {
+    /// Host imports new in 0.2.0 (`session-info`, `memory`, `history`,
+    /// `skills`); 0.1.0's are [`super::v0_1_0::host`].
+    pub mod host {
+        wasmtime::component::bindgen!({
+            world: "host-api",
+            path: "../../wit/v0.2.0",
+            imports: { default: async | trappable },
+            with: {
+                "turnstone:plugin/types@0.1.0": super::super::v0_1_0::host::turnstone::plugin::types,
+                "turnstone:plugin/log@0.1.0": super::super::v0_1_0::host::turnstone::plugin::log,
+                "turnstone:plugin/config@0.1.0": super::super::v0_1_0::host::turnstone::plugin::config,
+                "turnstone:plugin/process@0.1.0": super::super::v0_1_0::host::turnstone::plugin::process,
+                "turnstone:plugin/kv@0.1.0": super::super::v0_1_0::host::turnstone::plugin::kv,
+                "turnstone:plugin/clock@0.1.0": super::super::v0_1_0::host::turnstone::plugin::clock,
+            },
+        });
+    }
+
     /// The provider world: `provider@0.2.0` over `provider-types@0.2.0`.
     pub mod provider {
         wasmtime::component::bindgen!({
@@ -95,6 +113,10 @@ pub mod v0_2_0 {
                 "turnstone:plugin/clock@0.1.0": super::super::v0_1_0::host::turnstone::plugin::clock,
                 "turnstone:plugin/provider-types@0.1.0": super::super::v0_1_0::provider::turnstone::plugin::provider_types,
                 "turnstone:plugin/provider-events@0.1.0": super::super::v0_1_0::provider::turnstone::plugin::provider_events,
+                "turnstone:plugin/session-info@0.2.0": super::host::turnstone::plugin0_2_0::session_info,
+                "turnstone:plugin/memory@0.2.0": super::host::turnstone::plugin0_2_0::memory,
+                "turnstone:plugin/history@0.2.0": super::host::turnstone::plugin0_2_0::history,
+                "turnstone:plugin/skills@0.2.0": super::host::turnstone::plugin0_2_0::skills,
             },
         });
     }

@@ -69,6 +69,21 @@ pub struct Capabilities {
     /// May ask the calling session's model for a completion (`model` interface).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub model: bool,
+    /// May read (`read-only`) or also save and delete (`read-write`) the
+    /// memories its caller may see (`memory` interface, WIT 0.2.0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<Access>,
+    /// May search its caller's own past conversations (`history`, 0.2.0).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub history: bool,
+    /// May read (`read-only`: list, search, get, activate) or also save
+    /// (`read-write`) skills (`skills`, 0.2.0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skills: Option<Access>,
+    /// May learn its caller's workstream, user, model and workspace
+    /// (`session-info`, 0.2.0).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub session: bool,
 }
 
 /// A capability family: what a [`Denial`] or a [`CapabilityParseError::BadName`]
@@ -87,6 +102,14 @@ pub enum CapabilityKind {
     Secret,
     /// Completions from the session's model (`model`).
     Model,
+    /// The caller's memories (`memory`).
+    Memory,
+    /// The caller's past conversations (`history`).
+    History,
+    /// The skills catalogue (`skills`).
+    Skills,
+    /// Who and where the caller is (`session`).
+    Session,
 }
 
 impl CapabilityKind {
@@ -101,6 +124,10 @@ impl CapabilityKind {
             CapabilityKind::Env => "env",
             CapabilityKind::Secret => "secret",
             CapabilityKind::Model => "model",
+            CapabilityKind::Memory => "memory",
+            CapabilityKind::History => "history",
+            CapabilityKind::Skills => "skills",
+            CapabilityKind::Session => "session",
         }
     }
 
@@ -190,6 +217,10 @@ impl Capabilities {
             && self.env.is_empty()
             && self.secrets.is_empty()
             && !self.model
+            && self.memory.is_none()
+            && !self.history
+            && self.skills.is_none()
+            && !self.session
     }
 }
 
@@ -506,7 +537,12 @@ impl EffectiveCapabilities {
             CapabilityKind::Env => self.requested.env.iter().any(|e| e == value),
             CapabilityKind::Secret => self.requested.secrets.iter().any(|e| e == value),
             // Their callers write their own hint (or none applies).
-            CapabilityKind::Filesystem | CapabilityKind::Model => false,
+            CapabilityKind::Filesystem
+            | CapabilityKind::Model
+            | CapabilityKind::Memory
+            | CapabilityKind::History
+            | CapabilityKind::Skills
+            | CapabilityKind::Session => false,
         };
         let hint = if in_request {
             format!(
@@ -664,5 +700,6 @@ fn parse_host_rules(raw: &[String], allow_configured: bool) -> Vec<HostRule> {
         .collect()
 }
 
+mod agent;
 #[cfg(test)]
 mod tests;

@@ -34,6 +34,7 @@ pub use cache::CompileSource;
 pub use call::{CallContext, Preview, ToolResult};
 pub use capability::{Access, Capabilities, EffectiveCapabilities, FsGrant};
 pub use error::{CallError, LoadError, RuntimeError, tool_error_text};
+pub use host::agent::SessionHost;
 pub use live::{LivePlugins, PluginSet};
 pub use manifest::{Manifest, PluginKind};
 pub use plugin::{Limits, LoadedPlugin, PluginSettings, PluginSource, SecretSource, ToolSpec};
@@ -79,6 +80,17 @@ fn base_linker(engine: &Engine) -> wasmtime::Result<Linker<HostState>> {
     Ok(linker)
 }
 
+/// The host interfaces new in WIT 0.2.0 (`session-info`, `memory`,
+/// `history`, `skills`), which every 0.2.0 world imports.
+fn add_agent_interfaces(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
+    use crate::bindings::v0_2_0::host::turnstone::plugin0_2_0 as v2;
+    v2::session_info::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
+    v2::memory::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
+    v2::history::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
+    v2::skills::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
+    Ok(())
+}
+
 impl Runtime {
     /// Builds the engine, starts the epoch ticker and prepares the linkers.
     pub fn new(opts: RuntimeOptions) -> Result<Self, RuntimeError> {
@@ -86,6 +98,7 @@ impl Runtime {
         let engine = engine::build_engine(&opts.engine).map_err(setup)?;
         let mut tool_linker = base_linker(&engine).map_err(setup)?;
         tool::ToolPlugin::add_to_linker::<_, HasSelf<_>>(&mut tool_linker, |s| s).map_err(setup)?;
+        add_agent_interfaces(&mut tool_linker).map_err(setup)?;
         let mut provider_linker = base_linker(&engine).map_err(setup)?;
         provider::ProviderPlugin::add_to_linker::<_, HasSelf<_>>(&mut provider_linker, |s| s)
             .map_err(setup)?;
@@ -96,6 +109,7 @@ impl Runtime {
             HasSelf<_>,
         >(&mut provider_linker, |s| s)
         .map_err(setup)?;
+        add_agent_interfaces(&mut provider_linker).map_err(setup)?;
         let mut channel_linker = base_linker(&engine).map_err(setup)?;
         channel::ChannelPlugin::add_to_linker::<_, HasSelf<_>>(&mut channel_linker, |s| s)
             .map_err(setup)?;

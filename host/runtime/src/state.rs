@@ -24,6 +24,12 @@ pub trait ToolOutputSink: Send + Sync {
     fn model(&self) -> Option<Arc<dyn ModelAccess>> {
         None
     }
+
+    /// The calling session, for the agent interfaces of WIT 0.2.0 (none by
+    /// default: a direct call has no session).
+    fn session(&self) -> Option<Arc<dyn crate::host::agent::SessionHost>> {
+        None
+    }
 }
 
 /// A language model a tool call may ask (the calling session's binding).

@@ -64,6 +64,7 @@ pub const PERMISSIONS: &[&str] = &[
     "conversation.modify",
     "admin.users",
     "admin.plugins",
+    "admin.skills",
     "admin.settings",
     "admin.audit",
 ];

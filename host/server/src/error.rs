@@ -216,11 +216,13 @@ impl From<crate::manager::ManagerError> for ApiError {
 
 impl From<OpError> for ApiError {
     fn from(e: OpError) -> Self {
-        use turnstone_engine::session::SessionError;
+        use turnstone_engine::session::{EditError, SessionError};
         match e {
             OpError::Busy => Self::Busy,
             OpError::Closed => Self::workstream_not_found(),
             OpError::Approval(a) => Self::NotFound(a.to_string()),
+            // An unknown skill or bad arguments are the caller's to fix.
+            OpError::Session(SessionError::Edit(EditError::Skill(e))) => Self::BadRequest(e),
             OpError::Session(SessionError::Edit(edit)) => Self::Conflict(edit.to_string()),
             OpError::Session(SessionError::Model(m)) => Self::BadRequest(m.to_string()),
             OpError::Session(SessionError::Storage(s)) => s.into(),

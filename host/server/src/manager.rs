@@ -62,6 +62,8 @@ pub struct Deps {
     pub tool_search: turnstone_mcp::search::SearchSettings,
     /// `[mcp.serve] allow`: tools `/mcp` serves besides the auto-approved ones.
     pub mcp_serve_allow: Vec<String>,
+    /// The skills catalogue (files and database).
+    pub skills: Option<Arc<turnstone_engine::skills::SkillLibrary>>,
 }
 
 /// Why a workstream could not be created or loaded.
@@ -103,6 +105,9 @@ pub struct CreateOptions {
     pub auto_approve: bool,
     /// Saved workstream to fork.
     pub resume_ws: Option<String>,
+    /// A skill to start with (its instructions and tool restrictions apply
+    /// from the first request).
+    pub skill: Option<String>,
 }
 
 /// The loaded workstreams.
@@ -223,6 +228,26 @@ impl Manager {
                 return Err(ManagerError::NotFound);
             }
         }
+        // A skill is checked before anything is created: unknown, or missing
+        // an argument, is a bad request.
+        let skill = match &opts.skill {
+            Some(name) => {
+                let lib = self.deps.skills.as_ref().ok_or_else(|| {
+                    ManagerError::Invalid("no skills are configured on this server".into())
+                })?;
+                let vars = std::collections::BTreeMap::from([("model", alias.clone())]);
+                let active = turnstone_engine::session::ActiveSkill::render(
+                    lib,
+                    name,
+                    &Default::default(),
+                    &vars,
+                )
+                .await
+                .map_err(ManagerError::Invalid)?;
+                Some(active)
+            }
+            None => None,
+        };
         let _guard = self.create_lock.lock().await;
         let ws_id_hint = opts.ws_id.clone().map(|s| s.to_ascii_lowercase());
         if let Some(id) = &ws_id_hint {
@@ -277,6 +302,9 @@ impl Manager {
                 )
                 .await?;
         }
+        if let Some(active) = &skill {
+            active.persist(&self.deps.db, &r.ws_id).await;
+        }
         self.deps.db.publish_workstream(&r).await?;
         let resumed = opts.resume_ws.is_some();
         let ws = match self
@@ -287,7 +315,8 @@ impl Manager {
                 &alias,
                 opts.auto_approve,
                 0,
-                resumed,
+                // A new workstream with a skill loads its config like a resume.
+                resumed || skill.is_some(),
             )
             .await
         {
@@ -367,7 +396,12 @@ impl Manager {
         let session = session
             .with_fallbacks(fallbacks)
             .with_live_models(self.deps.models.clone(), Some(alias.to_string()))
-            .with_storage(self.deps.db.clone(), ws_id);
+            .with_storage(self.deps.db.clone(), ws_id)
+            .with_agent(turnstone_engine::session::AgentContext {
+                skills: self.deps.skills.clone(),
+                model_alias: Some(alias.to_string()),
+                local: false,
+            });
         let session = if resume {
             session
                 .resume()

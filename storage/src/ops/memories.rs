@@ -11,13 +11,32 @@ macro_rules! memory_columns {
 
 pub(crate) use memory_columns;
 
-/// Checks a memory before it is saved and returns its type and scope with the
-/// defaults (`project`, `global`) applied.
-pub(crate) fn check_memory(m: &crate::types::NewMemory) -> crate::error::Result<(String, String)> {
+/// The memories a [`crate::types::MemoryView`] bound as `$1` (user), `$2`
+/// (workstream), `$3` (project) may see.
+macro_rules! visible_clause {
+    () => {
+        "(scope = 'global' OR (scope = 'user' AND scope_id = $1) \
+         OR (scope = 'workstream' AND scope_id = $2) OR (scope = 'project' AND scope_id = $3))"
+    };
+}
+
+pub(crate) use visible_clause;
+
+/// Checks a memory before it is saved and returns its type (`None`: keep an
+/// existing memory's, `general` for a new one; the older name `project` is
+/// `general`) and scope (default `global`).
+pub(crate) fn check_memory(
+    m: &crate::types::NewMemory,
+) -> crate::error::Result<(Option<String>, String)> {
     use crate::error::StorageError;
-    let ty = m.memory_type.clone().unwrap_or_else(|| "project".into());
+    let ty = m.memory_type.as_deref().map(|t| match t {
+        "project" => "general".to_string(),
+        other => other.to_string(),
+    });
     let scope = m.scope.clone().unwrap_or_else(|| "global".into());
-    if !crate::types::MEMORY_TYPES.contains(&ty.as_str()) {
+    if let Some(ty) = &ty
+        && !crate::types::MEMORY_TYPES.contains(&ty.as_str())
+    {
         return Err(StorageError::InvalidInput(format!(
             "memory type {ty:?} must be one of {:?}",
             crate::types::MEMORY_TYPES
@@ -105,9 +124,9 @@ macro_rules! impl_memory_store {
                 let now = $crate::util::now();
                 let row = sqlx::query(concat!(
                     "INSERT INTO structured_memories (memory_id, name, description, type, scope, scope_id, content, created, updated) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8) \
+                     VALUES ($1, $2, $3, COALESCE($4, 'general'), $5, $6, $7, $8, $8) \
                      ON CONFLICT (name, scope, scope_id) DO UPDATE SET description = excluded.description, \
-                     type = excluded.type, content = excluded.content, updated = excluded.updated RETURNING ",
+                     type = COALESCE($4, structured_memories.type), content = excluded.content, updated = excluded.updated RETURNING ",
                     $crate::ops::memories::memory_columns!()
                 ))
                 .bind($crate::util::random_hex(16))
@@ -173,6 +192,73 @@ macro_rules! impl_memory_store {
                 .bind(limit.clamp(1, 1000))
                 .fetch_all(&self.pool)
                 .await?;
+                rows.iter().map(Self::memory_from_row).collect()
+            }
+
+            async fn list_visible_memories(
+                &self,
+                view: &$crate::types::MemoryView,
+                scope: Option<&str>,
+                memory_type: Option<&str>,
+                limit: i64,
+            ) -> $crate::error::Result<Vec<$crate::types::Memory>> {
+                let rows = sqlx::query(concat!(
+                    "SELECT ",
+                    $crate::ops::memories::memory_columns!(),
+                    " FROM structured_memories WHERE ",
+                    $crate::ops::memories::visible_clause!(),
+                    " AND ($4 IS NULL OR scope = $4) AND ($5 IS NULL OR type = $5) \
+                     ORDER BY updated DESC, memory_id LIMIT $6"
+                ))
+                .bind(&view.user_id)
+                .bind(&view.ws_id)
+                .bind(&view.project_id)
+                .bind(scope)
+                .bind(memory_type)
+                .bind(limit.clamp(1, 1000))
+                .fetch_all(&self.pool)
+                .await?;
+                rows.iter().map(Self::memory_from_row).collect()
+            }
+
+            async fn search_visible_memories(
+                &self,
+                query: &str,
+                view: &$crate::types::MemoryView,
+                scope: Option<&str>,
+                limit: i64,
+            ) -> $crate::error::Result<Vec<$crate::types::Memory>> {
+                let tokens = $crate::util::search_tokens(query);
+                if tokens.is_empty() {
+                    return Ok(Vec::new());
+                }
+                let mut qb = sqlx::QueryBuilder::<$db>::new(concat!(
+                    "SELECT ",
+                    $crate::ops::memories::memory_columns!(),
+                    " FROM structured_memories WHERE (scope = 'global' OR (scope = 'user' AND scope_id = "
+                ));
+                qb.push_bind(view.user_id.clone())
+                    .push(") OR (scope = 'workstream' AND scope_id = ")
+                    .push_bind(view.ws_id.clone())
+                    .push(") OR (scope = 'project' AND scope_id = ")
+                    .push_bind(view.project_id.clone())
+                    .push("))");
+                if let Some(s) = scope {
+                    qb.push(" AND scope = ").push_bind(s.to_string());
+                }
+                // Any word: the caller ranks the candidates (BM25).
+                qb.push(" AND (");
+                for (i, t) in tokens.iter().enumerate() {
+                    if i > 0 {
+                        qb.push(" OR ");
+                    }
+                    qb.push("lower(name || ' ' || description || ' ' || content) LIKE ")
+                        .push_bind(format!("%{}%", $crate::util::like_escape(t)))
+                        .push(" ESCAPE '\\'");
+                }
+                qb.push(") ORDER BY updated DESC, memory_id LIMIT ")
+                    .push_bind(limit.clamp(1, 1000));
+                let rows = qb.build().fetch_all(&self.pool).await?;
                 rows.iter().map(Self::memory_from_row).collect()
             }
 

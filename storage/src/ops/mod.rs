@@ -25,6 +25,7 @@
 //! | `memories.rs`    | `impl_memory_store!`      | `MemoryStore`      |
 //! | `identity.rs`    | `impl_identity_store!`    | `IdentityStore`    |
 //! | `plugins.rs`     | `impl_plugin_store!`      | `PluginStore`      |
+//! | `skills.rs`      | `impl_skill_store!`       | `SkillStore`       |
 //! | `operations.rs`  | `impl_ops_store!`         | `OpsStore`         |
 //! | `attachments.rs` | `impl_attachment_store!`  | `AttachmentStore`  |
 //!
@@ -37,5 +38,6 @@ pub(crate) mod identity;
 pub(crate) mod memories;
 pub(crate) mod operations;
 pub(crate) mod plugins;
+pub(crate) mod skills;
 pub(crate) mod turns;
 pub(crate) mod workstreams;

@@ -349,6 +349,8 @@ macro_rules! impl_turn_store {
                         Ok($crate::types::SearchHit {
                             turn_id: r.try_get("id")?,
                             ws_id: r.try_get("ws_id")?,
+                            ws_name: r.try_get("ws_name")?,
+                            tool_name: r.try_get("tool_name")?,
                             role: $crate::types::Role::parse(r.try_get::<&str, _>("role")?)?,
                             message: r
                                 .try_get::<Option<String>, _>("content")?

@@ -29,6 +29,10 @@ pub enum Command {
     Mcp,
     /// `/mcp refresh [server]`: reconnect and list again.
     McpRefresh(Option<String>),
+    /// `/skill [off | NAME [ARGS]]` (the text after `/skill`).
+    Skill(String),
+    /// `/memory [search Q | show NAME | forget NAME [SCOPE]]`.
+    Memory(MemoryCommand),
     /// `/exit`.
     Exit,
     /// `/ws list`.
@@ -41,6 +45,19 @@ pub enum Command {
     WsClose(Option<usize>),
     /// `/ws rename <name>`.
     WsRename(String),
+}
+
+/// What `/memory` asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MemoryCommand {
+    /// List what this workstream may see.
+    List,
+    /// Search by words.
+    Search(String),
+    /// One memory in full.
+    Show(String),
+    /// Delete one (the scope picks among same-named memories).
+    Forget(String, Option<String>),
 }
 
 /// The `/help` text.
@@ -59,6 +76,13 @@ Commands:
   /plugins              loaded plugins with state and capabilities
   /mcp                  MCP servers, their state, tools, resources and prompts
   /mcp refresh [server] reconnect MCP servers and list them again
+  /skill                list skills (the active one is marked)
+  /skill NAME [ARGS]    activate a skill (ARGS: key=value or positional)
+  /skill off            drop the active skill
+  /memory               memories this workstream can see
+  /memory search <q>    search them
+  /memory show <name>   one memory in full
+  /memory forget <name> [scope]  delete one
   /ws list              workstreams in this terminal
   /ws new [name]        open a workstream and switch to it
   /ws <N>               switch to workstream N (background ones keep running)
@@ -120,11 +144,44 @@ pub fn parse(line: &str) -> Result<Option<Command>, String> {
                 ));
             }
         },
+        "skill" | "skills" => Command::Skill(arg.to_string()),
+        "memory" | "memories" => Command::Memory(parse_memory(arg)?),
         "exit" | "quit" | "q" => Command::Exit,
         "ws" => parse_ws(arg)?,
         other => return Err(format!("unknown command /{other} (try /help)")),
     };
     Ok(Some(cmd))
+}
+
+fn parse_memory(arg: &str) -> Result<MemoryCommand, String> {
+    let (sub, rest) = match arg.split_once(char::is_whitespace) {
+        Some((s, r)) => (s, r.trim()),
+        None => (arg, ""),
+    };
+    let need = |what: &str| {
+        (!rest.is_empty())
+            .then(|| rest.to_string())
+            .ok_or_else(|| format!("/memory {sub} needs {what}"))
+    };
+    Ok(match sub {
+        "" | "list" | "ls" => MemoryCommand::List,
+        "search" => MemoryCommand::Search(need("words to search for")?),
+        "show" | "get" => MemoryCommand::Show(need("a name")?),
+        "forget" | "delete" | "rm" => {
+            let text = need("a name")?;
+            match text.split_once(char::is_whitespace) {
+                Some((name, scope)) => {
+                    MemoryCommand::Forget(name.to_string(), Some(scope.trim().to_string()))
+                }
+                None => MemoryCommand::Forget(text, None),
+            }
+        }
+        other => {
+            return Err(format!(
+                "/memory takes nothing, `search <q>`, `show <name>` or `forget <name> [scope]`, not {other:?}"
+            ));
+        }
+    })
 }
 
 fn index(s: &str) -> Result<usize, String> {
@@ -196,5 +253,30 @@ mod tests {
         assert!(parse("/ws 0").is_err());
         assert!(parse("/ws rename").is_err());
         assert!(parse("/frobnicate").unwrap_err().contains("/help"));
+        assert_eq!(
+            parse("/skill review 42 depth=deep").unwrap(),
+            Some(Command::Skill("review 42 depth=deep".into()))
+        );
+        assert_eq!(
+            parse("/skill").unwrap(),
+            Some(Command::Skill(String::new()))
+        );
+        assert_eq!(
+            parse("/memory").unwrap(),
+            Some(Command::Memory(MemoryCommand::List))
+        );
+        assert_eq!(
+            parse("/memory search build flags").unwrap(),
+            Some(Command::Memory(MemoryCommand::Search("build flags".into())))
+        );
+        assert_eq!(
+            parse("/memory forget style user").unwrap(),
+            Some(Command::Memory(MemoryCommand::Forget(
+                "style".into(),
+                Some("user".into())
+            )))
+        );
+        assert!(parse("/memory show").unwrap_err().contains("needs a name"));
+        assert!(parse("/memory wipe").unwrap_err().contains("forget"));
     }
 }

@@ -1,5 +1,6 @@
 //! The interactive terminal (and its scriptable piped-stdin mode).
 
+mod agent_cmds;
 pub mod commands;
 pub mod console;
 mod slash;
@@ -42,7 +43,12 @@ pub struct Repl {
 
 /// Runs the REPL until `/exit`, Ctrl-D, or (piped) end of input. Returns
 /// whether every turn succeeded (piped mode turns a failure into exit code 1).
-pub async fn run(app: App, resume: Option<String>, started: std::time::Instant) -> Result<bool> {
+pub async fn run(
+    app: App,
+    resume: Option<String>,
+    skill: Option<String>,
+    started: std::time::Instant,
+) -> Result<bool> {
     let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
     let console = Arc::new(Console::detect(interactive));
     let (tx, mut rx) = mpsc::unbounded_channel();
@@ -66,6 +72,12 @@ pub async fn run(app: App, resume: Option<String>, started: std::time::Instant) 
     };
     repl.banner(started);
     repl.open_slot("main".into(), resume.as_deref()).await?;
+    if let Some(skill) = skill {
+        // `--skill` that cannot apply stops here rather than chatting without it.
+        repl.use_skill(&skill)
+            .await
+            .map_err(|e| anyhow::anyhow!("--skill: {e}"))?;
+    }
     repl.slots[0].ui.set_foreground(true);
     repl.refresh_prompt();
     let mut keys = interactive.then(crossterm::event::EventStream::new);

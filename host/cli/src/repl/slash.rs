@@ -26,6 +26,8 @@ impl Repl {
                 self.console.print_lines(&lines);
             }
             Command::Exit => self.exit = true,
+            Command::Skill(arg) => self.skill_command(&arg).await,
+            Command::Memory(m) => self.memory_command(m).await,
             Command::Clear => {
                 if !self.refuse_if_busy("/clear") {
                     match self.slots[self.fg].submit(Op::Clear).await {

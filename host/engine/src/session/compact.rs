@@ -55,6 +55,8 @@ impl ChatSession {
         trigger: &str,
     ) -> Result<(), SessionError> {
         self.compact_due = false;
+        // The memory index is rebuilt for the compacted conversation.
+        self.memory_index = None;
         if self.tail_start(tail) < 2 {
             return Ok(());
         }

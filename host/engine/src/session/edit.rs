@@ -25,6 +25,9 @@ pub enum EditError {
     /// `/model` without a live registry.
     #[error("this session was started with a fixed model binding; it cannot switch models")]
     FixedModel,
+    /// A skill could not be activated (unknown, bad arguments, none configured).
+    #[error("{0}")]
+    Skill(String),
 }
 
 /// A user turn the user typed (not a compaction or system artifact).

@@ -2,16 +2,22 @@
 //! them (at most four at once), append the results, and loop until the model
 //! answers without tool calls.
 
+mod agent;
 mod compact;
 mod edit;
 mod mcp;
 mod model_access;
+mod prompt;
 mod queue;
+mod skill;
 mod stream;
 mod tools;
 
+pub use agent::{AgentContext, LOCAL_USER, save_skill};
 pub use edit::{EditError, MODEL_ALIAS_KEY};
+pub use prompt::{MEMORY_INDEX_BUDGET, memory_index};
 pub use queue::{CancelHandle, MAX_QUEUED, MessageQueue, QueueFull};
+pub use skill::{ActiveSkill, SKILL_KEY, SkillChoice, SkillSlot};
 
 use crate::events::EventSink;
 use crate::turn::{Role, Turn};
@@ -314,6 +320,14 @@ pub struct ChatSession {
     mcp: Option<Arc<turnstone_mcp::McpHub>>,
     /// Deferred tools found by `tool_search`: visible from then on.
     found_tools: HashSet<String>,
+    /// What the agent interfaces (memory, history, skills) reach.
+    agent: AgentContext,
+    /// The active skill, shared with tool calls.
+    skill: SkillSlot,
+    /// The memory index, once built (`Some(None)`: nothing to list).
+    memory_index: Option<Option<String>>,
+    /// The workstream's project, once looked up.
+    project: Option<Option<String>>,
 }
 
 /// What `status` reports besides the latest call's tokens.
@@ -354,6 +368,65 @@ impl ChatSession {
             usage: Usage::default(),
             mcp: None,
             found_tools: HashSet::new(),
+            agent: AgentContext::default(),
+            skill: SkillSlot::default(),
+            memory_index: None,
+            project: None,
+        }
+    }
+
+    /// Sets what the agent interfaces reach: the skills catalogue, the
+    /// alias's name, whether the database is one local user's.
+    pub fn with_agent(mut self, agent: AgentContext) -> Self {
+        self.agent = agent;
+        self
+    }
+
+    /// The skill active now.
+    pub fn active_skill(&self) -> Option<ActiveSkill> {
+        self.skill.get()
+    }
+
+    /// Activates skill `name` with `arguments` (the next requests carry its
+    /// instructions and follow its `allowed_tools`); recorded with the
+    /// workstream. The error says what is wrong.
+    pub async fn activate_skill(
+        &mut self,
+        name: &str,
+        arguments: &std::collections::BTreeMap<String, String>,
+    ) -> Result<crate::skills::SkillInfo, String> {
+        let lib = self
+            .agent
+            .skills
+            .clone()
+            .ok_or_else(|| "no skills are configured here".to_string())?;
+        let mut vars = std::collections::BTreeMap::new();
+        if let Some(m) = &self.agent.model_alias {
+            vars.insert("model", m.clone());
+        }
+        if let Some(ws) = self.ws_id() {
+            vars.insert("ws_id", ws.to_string());
+        }
+        vars.insert("workspace", self.cfg.workspace.display().to_string());
+        let active = ActiveSkill::render(&lib, name, arguments, &vars).await?;
+        if let Some((db, ws)) = &self.store {
+            active.persist(db, ws).await;
+        }
+        let info = active.info.clone();
+        self.skill.set(Some(active));
+        Ok(info)
+    }
+
+    /// Drops the active skill (and its record with the workstream).
+    pub async fn deactivate_skill(&mut self) {
+        self.skill.set(None);
+        if let Some((db, ws)) = &self.store
+            && let Err(e) = db.set_config(ws, SKILL_KEY, None).await
+        {
+            tracing::warn!(
+                workstream = ws.as_str(),
+                "cannot clear the active skill: {e}"
+            );
         }
     }
 
@@ -409,12 +482,23 @@ impl ChatSession {
         // The alias chosen with `/model` comes back with the workstream; one
         // that no longer exists falls back to the default, with a notice.
         let saved = db.get_config(ws_id, edit::MODEL_ALIAS_KEY).await?;
+        let saved_skill = db.get_config(ws_id, SKILL_KEY).await?;
         if let Some(alias) = saved
             && self.live.is_some()
             && let Err(e) = self.apply_model_alias(&alias)
         {
             self.emit(Event::info(format!(
                 "saved model {alias:?} is not available ({e}); using the default"
+            )));
+        }
+        // The skill the workstream was using comes back with it.
+        if let Some(choice) = saved_skill.and_then(|s| serde_json::from_str::<SkillChoice>(&s).ok())
+            && self.agent.skills.is_some()
+            && let Err(e) = self.activate_skill(&choice.name, &choice.arguments).await
+        {
+            self.emit(Event::info(format!(
+                "saved skill {:?} is not available ({e}); continuing without it",
+                choice.name
             )));
         }
         Ok(self)

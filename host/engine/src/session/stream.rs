@@ -237,8 +237,15 @@ impl ChatSession {
         self.emit(Event::ThinkingStart);
         self.state(SessionState::Thinking);
         let history = self.request_override.as_ref().unwrap_or(&self.turns);
-        let messages = to_wit_messages(&repair_orphans(history), &b.provider, &NoAttachments)
+        let mut messages = to_wit_messages(&repair_orphans(history), &b.provider, &NoAttachments)
             .map_err(|e| AttemptError::Session(e.into()))?;
+        // The memory index and the active skill lead every request (a
+        // compaction summary request has neither).
+        if self.request_override.is_none()
+            && let Some(text) = self.system_text().await
+        {
+            messages.insert(0, system_message(text));
+        }
         let native = self.request_override.is_none() && self.native_tool_search(b).await;
         let request = wit::CompletionRequest {
             provider: b.provider.clone(),
@@ -360,5 +367,20 @@ impl ChatSession {
             })
         });
         Ok(turn)
+    }
+}
+
+/// A system message carrying `text`.
+fn system_message(text: String) -> wit::Message {
+    wit::Message {
+        role: wit::Role::System,
+        content: vec![wit::ContentPart::Text(text)],
+        tool_calls: Vec::new(),
+        tool_call_id: None,
+        tool_name: None,
+        is_error: false,
+        reasoning: None,
+        provider_data: None,
+        source: None,
     }
 }

@@ -11,13 +11,14 @@ use turnstone_protocol::{
 };
 use turnstone_runtime::provider_types as wit;
 use turnstone_runtime::{
-    CallContext, CallError, LoadedPlugin, ModelAccess, ToolOutputSink, tool_error_text,
+    CallContext, CallError, LoadedPlugin, ModelAccess, SessionHost, ToolOutputSink, tool_error_text,
 };
 
 struct ChunkForwarder {
     events: EventSink,
     call_id: String,
     model: Arc<dyn ModelAccess>,
+    session: Arc<dyn SessionHost>,
 }
 
 impl ToolOutputSink for ChunkForwarder {
@@ -34,6 +35,10 @@ impl ToolOutputSink for ChunkForwarder {
 
     fn model(&self) -> Option<Arc<dyn ModelAccess>> {
         Some(self.model.clone())
+    }
+
+    fn session(&self) -> Option<Arc<dyn SessionHost>> {
+        Some(self.session.clone())
     }
 }
 
@@ -66,6 +71,10 @@ impl ChatSession {
         let mut defs = self.component_definitions();
         let extra = self.mcp_definitions(defs.len(), native);
         defs.extend(extra);
+        // An active skill's `allowed_tools` is all the model is offered.
+        if let Some(skill) = self.skill.get() {
+            defs.retain(|d| skill.allows(&d.name));
+        }
         defs
     }
 
@@ -117,6 +126,8 @@ impl ChatSession {
         self.state(SessionState::Running);
         // One snapshot for the batch: a reload mid-batch applies to the next one.
         let registry = self.tools.snapshot();
+        let skill = self.skill.get();
+        let skill_approves = skill.as_ref().is_some_and(|s| s.info.auto_approve);
         // Prepare every call: parse arguments, validate, build previews.
         let mut prepared: Vec<(ToolItem, Option<Runnable>)> = Vec::new();
         for call in calls {
@@ -129,6 +140,16 @@ impl ChatSession {
                 needs_approval: false,
                 error: None,
             };
+            if let Some(s) = skill.as_ref().filter(|s| !s.allows(&call.name)) {
+                item.error = Some(format!(
+                    "Error: tool {:?} is not available while skill {} is active (it allows: {})",
+                    call.name,
+                    s.info.name,
+                    s.info.allowed_tools.join(", ")
+                ));
+                prepared.push((item, None));
+                continue;
+            }
             if call.name == super::mcp::TOOL_SEARCH && self.mcp.is_some() {
                 let (out, is_error) = self.run_tool_search(&call.arguments);
                 prepared.push((item, Some(Runnable::Done(out, is_error))));
@@ -142,6 +163,7 @@ impl ChatSession {
                     Ok(run) => {
                         item.needs_approval = p.needs_approval
                             && !self.cfg.skip_permissions
+                            && !skill_approves
                             && !self.always.contains(&call.name);
                         prepared.push((item, Some(Runnable::Mcp(run))));
                     }
@@ -181,6 +203,7 @@ impl ChatSession {
                     item.preview = p.body;
                     item.needs_approval = p.needs_approval
                         && !self.cfg.skip_permissions
+                        && !skill_approves
                         && !self.always.contains(&call.name);
                     prepared.push((item, Some(Runnable::Component(plugin.clone(), args))));
                 }
@@ -249,6 +272,7 @@ impl ChatSession {
             binding: self.binding.clone(),
             cancel: self.token.clone(),
         });
+        let agent: Arc<dyn SessionHost> = self.session_agent().await;
         let jobs = prepared
             .into_iter()
             .zip(calls)
@@ -263,6 +287,7 @@ impl ChatSession {
                 let feedback = feedback.clone();
                 let token = self.token.clone();
                 let model = model.clone();
+                let agent = agent.clone();
                 async move {
                     let mut effect = None;
                     let (mut output, is_error) = if let Some(err) = item.error {
@@ -315,6 +340,7 @@ impl ChatSession {
                                 events: events.clone(),
                                 call_id: call.id.clone(),
                                 model,
+                                session: agent,
                             });
                             match plugin
                                 .execute(&call.name, &args, &ctx, sink, Some(&token))

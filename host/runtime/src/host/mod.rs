@@ -1,5 +1,6 @@
 //! Host implementations of the `turnstone:plugin` imports.
 
+pub mod agent;
 pub mod background;
 pub mod egress;
 pub mod kv;

@@ -312,6 +312,10 @@ pub fn subtract(grant: &Capabilities, what: &Capabilities) -> Capabilities {
         env: keep(&grant.env, &what.env),
         secrets: keep(&grant.secrets, &what.secrets),
         model: grant.model && !what.model,
+        memory: grant.memory.filter(|_| what.memory.is_none()),
+        history: grant.history && !what.history,
+        skills: grant.skills.filter(|_| what.skills.is_none()),
+        session: grant.session && !what.session,
     }
 }
 

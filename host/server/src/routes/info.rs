@@ -184,12 +184,6 @@ pub(crate) async fn models(State(state): State<AppState>) -> Result<Json<ModelsB
     }))
 }
 
-#[utoipa::path(get, path = "/v1/api/skills", tag = "node", summary = "Skills (none yet)", responses((status = 200, description = "The skills (an empty list until skills land)", body = SkillsBody), Guarded))]
-pub(crate) async fn skills() -> Json<SkillsBody> {
-    // Skills arrive with the memory milestone; the list is honestly empty.
-    Json(SkillsBody { skills: Vec::new() })
-}
-
 #[utoipa::path(get, path = "/v1/api/dashboard", tag = "node", summary = "Loaded workstreams with activity and aggregate counters", responses((status = 200, description = "The dashboard", body = DashboardBody), Guarded))]
 pub(crate) async fn dashboard(
     State(state): State<AppState>,

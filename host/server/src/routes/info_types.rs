@@ -38,12 +38,31 @@ pub(crate) struct ModelsBody {
     pub tts_default_alias: Option<String>,
 }
 
-/// `GET /api/skills` (no skills exist yet: the list is empty).
+/// `GET /api/skills`.
 #[derive(Serialize, ToSchema)]
 pub(crate) struct SkillsBody {
-    /// Skills.
-    #[schema(value_type = Vec<Object>)]
-    pub skills: Vec<serde_json::Value>,
+    /// Skills, by name.
+    pub skills: Vec<SkillSummary>,
+}
+
+/// One skill as clients of the original list them.
+#[derive(Serialize, ToSchema)]
+pub(crate) struct SkillSummary {
+    /// Skill name.
+    pub name: String,
+    /// Category (`""` without one).
+    pub category: String,
+    /// What it is for.
+    pub description: String,
+    /// Search words.
+    pub tags: Vec<String>,
+    /// `manual` (saved through the API, the CLI or the skills tool) or
+    /// `file` (a skills directory).
+    pub origin: String,
+    /// Who saved the latest version (`""` for files).
+    pub author: String,
+    /// The version, as a string.
+    pub version: String,
 }
 
 /// One loaded workstream on the dashboard.

@@ -20,8 +20,10 @@ use utoipa::ToSchema;
 pub(crate) enum MemoryType {
     /// About the user.
     User,
-    /// About the project (the default).
-    Project,
+    /// General knowledge (the default for a new memory; `project` is read
+    /// as this, the name older clients used).
+    #[serde(alias = "project")]
+    General,
     /// Feedback on how to work.
     Feedback,
     /// A pointer to something elsewhere.
@@ -32,7 +34,7 @@ impl MemoryType {
     fn as_str(self) -> &'static str {
         match self {
             Self::User => "user",
-            Self::Project => "project",
+            Self::General => "general",
             Self::Feedback => "feedback",
             Self::Reference => "reference",
         }
@@ -201,13 +203,21 @@ fn normalise_name(name: &str) -> String {
     out.trim_matches('_').to_string()
 }
 
-/// The scope id a caller may use: their own id for `user`; `None` for a
-/// workstream scope without one.
-fn scope_id(
+/// The scope id a caller may use: their own id for `user`; for
+/// `workstream`, one of their own workstreams (else `None`, which matches
+/// nothing; a service caller names any); `None` without one.
+async fn scope_id(
+    state: &AppState,
     id: &Identity,
     scope: MemoryScope,
     given: Option<String>,
 ) -> Result<Option<String>, ApiError> {
+    if let (MemoryScope::Workstream, Some(ws)) = (scope, &given)
+        && !ws.is_empty()
+        && !owns_workstream(state, id, ws).await?
+    {
+        return Ok(None);
+    }
     Ok(match scope {
         MemoryScope::Global => Some(String::new()),
         MemoryScope::User => Some(match (owner(id), given) {
@@ -223,8 +233,53 @@ fn scope_id(
     })
 }
 
-fn visible(id: &Identity, m: &Memory) -> bool {
-    m.scope != "user" || owner(id).is_none_or(|me| m.scope_id == me)
+/// Whether workstream `ws` is the caller's (a service caller: any).
+async fn owns_workstream(state: &AppState, id: &Identity, ws: &str) -> Result<bool, ApiError> {
+    let Some(me) = owner(id) else {
+        return Ok(true);
+    };
+    if ws.contains('\0') {
+        return Ok(false);
+    }
+    Ok(state
+        .db
+        .get_workstream(ws)
+        .await?
+        .is_some_and(|w| w.user_id.as_deref() == Some(me)))
+}
+
+/// The memories the caller may see among `rows`: global ones, their own
+/// user's and their own workstreams'; project memories only for a service
+/// caller (projects have no owner through this API). A service caller sees all.
+async fn visible(
+    state: &AppState,
+    id: &Identity,
+    rows: Vec<Memory>,
+) -> Result<Vec<Memory>, ApiError> {
+    let Some(me) = owner(id) else {
+        return Ok(rows);
+    };
+    let mut owned: std::collections::HashMap<String, bool> = Default::default();
+    let mut out = Vec::with_capacity(rows.len());
+    for m in rows {
+        let ok = match m.scope.as_str() {
+            "global" => true,
+            "user" => m.scope_id == me,
+            "workstream" => match owned.get(&m.scope_id) {
+                Some(b) => *b,
+                None => {
+                    let b = owns_workstream(state, id, &m.scope_id).await?;
+                    owned.insert(m.scope_id.clone(), b);
+                    b
+                }
+            },
+            _ => false,
+        };
+        if ok {
+            out.push(m);
+        }
+    }
+    Ok(out)
 }
 
 fn memory_not_found() -> ApiError {
@@ -236,7 +291,8 @@ fn memory_not_found() -> ApiError {
 #[derive(Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 pub(crate) struct ListQuery {
-    /// Only memories of this type (`user`, `project`, `feedback`, `reference`).
+    /// Only memories of this type (`user`, `general`, `feedback`, `reference`;
+    /// `project` means `general`).
     #[serde(rename = "type")]
     memory_type: Option<String>,
     /// Only memories of this scope (`global`, `workstream`, `user`).
@@ -272,15 +328,18 @@ pub(crate) async fn list(
         // refuse to compare with one).
         return Ok(MemoryList::of(std::iter::empty()));
     }
+    let memory_type = q.memory_type.as_deref().map(|t| match t {
+        "project" => "general",
+        other => other,
+    });
     let rows = state
         .db
-        .list_memories(q.memory_type.as_deref(), q.scope.as_deref(), limit)
+        .list_memories(memory_type, q.scope.as_deref(), limit)
         .await?;
-    Ok(MemoryList::of(
-        rows.iter()
-            .filter(|m| visible(&id, m))
-            .filter(|m| q.scope_id.as_ref().is_none_or(|s| &m.scope_id == s)),
-    ))
+    let rows = visible(&state, &id, rows).await?;
+    Ok(MemoryList::of(rows.iter().filter(|m| {
+        q.scope_id.as_ref().is_none_or(|s| &m.scope_id == s)
+    })))
 }
 
 /// Body of `POST /api/memories`: an upsert by name, scope and scope id.
@@ -313,7 +372,7 @@ pub(crate) struct SaveBody {
                    \\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000][^\\x00]*$"
     )]
     description: Option<String>,
-    /// The type (default `project`).
+    /// The type (default `general` for a new memory; an update keeps it).
     #[serde(rename = "type")]
     memory_type: Option<MemoryType>,
     /// `scope` and `scope_id`.
@@ -371,8 +430,14 @@ pub(crate) async fn save(
     }
     let description = one_line(b.description);
     let (scope, given) = b.placement.parts();
-    let scope_id = scope_id(&id, scope, given)?
-        .ok_or_else(|| bad_request("scope_id is required for workstream scope"))?;
+    let scope_id = match (scope, &given) {
+        (MemoryScope::Workstream, Some(g)) if !g.is_empty() => scope_id(&state, &id, scope, given)
+            .await?
+            .ok_or_else(|| ApiError::workstream_not_found())?,
+        _ => scope_id(&state, &id, scope, given)
+            .await?
+            .ok_or_else(|| bad_request("scope_id is required for workstream scope"))?,
+    };
     let m = state
         .db
         .save_memory(&NewMemory {
@@ -432,7 +497,8 @@ pub(crate) async fn search(
         .db
         .search_memories(&query, b.limit.unwrap_or(20).clamp(1, 200))
         .await?;
-    Ok(MemoryList::of(rows.iter().filter(|m| visible(&id, m))))
+    let rows = visible(&state, &id, rows).await?;
+    Ok(MemoryList::of(rows.iter()))
 }
 
 /// Which memory of that name: its scope and scope id.
@@ -447,10 +513,15 @@ pub(crate) struct OneQuery {
     scope_id: Option<String>,
 }
 
-/// The scope and scope id a lookup names; `None` when it can match nothing.
-fn lookup(id: &Identity, q: OneQuery) -> Result<Option<(MemoryScope, String)>, ApiError> {
+/// The scope and scope id a lookup names; `None` when it can match nothing
+/// (another user's workstream included).
+async fn lookup(
+    state: &AppState,
+    id: &Identity,
+    q: OneQuery,
+) -> Result<Option<(MemoryScope, String)>, ApiError> {
     let scope = q.scope.unwrap_or(MemoryScope::Global);
-    let sid = scope_id(id, scope, q.scope_id)?;
+    let sid = scope_id(state, id, scope, q.scope_id).await?;
     // Saved memories never have a NUL in their scope id.
     Ok(sid.filter(|s| !s.contains('\0')).map(|s| (scope, s)))
 }
@@ -477,7 +548,7 @@ pub(crate) async fn get_one(
     Path(name): Path<String>,
     Query(q): Query<OneQuery>,
 ) -> Result<Json<MemoryWithContent>, ApiError> {
-    let Some((scope, sid)) = lookup(&id, q)? else {
+    let Some((scope, sid)) = lookup(&state, &id, q).await? else {
         return Err(memory_not_found());
     };
     let m = state
@@ -513,7 +584,7 @@ pub(crate) async fn remove(
     Path(name): Path<String>,
     Query(q): Query<OneQuery>,
 ) -> Result<Json<StatusOk>, ApiError> {
-    let Some((scope, sid)) = lookup(&id, q)? else {
+    let Some((scope, sid)) = lookup(&state, &id, q).await? else {
         return Err(memory_not_found());
     };
     if !state

@@ -11,6 +11,7 @@ mod memories;
 mod openapi;
 mod plugins;
 mod plugins_types;
+mod skills;
 mod sse;
 mod ws;
 mod ws_types;
@@ -176,7 +177,16 @@ pub fn api() -> axum::Router<AppState> {
         .route("/api/command", post(ws::command))
         .route("/api/dashboard", get(info::dashboard))
         .route("/api/models", get(info::models))
-        .route("/api/skills", get(info::skills))
+        .route("/api/skills", get(skills::list))
+        .route(
+            "/api/admin/skills",
+            get(skills::admin_list).post(skills::create),
+        )
+        .route(
+            "/api/admin/skills/{name}",
+            axum::routing::put(skills::update).delete(skills::delete),
+        )
+        .route("/api/admin/skills/{name}/versions", get(skills::versions))
         .route("/api/memories", get(memories::list).post(memories::save))
         .route(
             "/api/memories/search",

@@ -2,7 +2,7 @@
 //! and their request types, and `/docs`, a readable rendering of it served by
 //! the UI bundle (no CDN).
 
-use super::{attachments, auth, info, mcp_servers, memories, plugins, sse, ws};
+use super::{attachments, auth, info, mcp_servers, memories, plugins, skills, sse, ws};
 use crate::http::AppState;
 use axum::Json;
 use axum::extract::State;
@@ -42,7 +42,7 @@ impl Modify for Security {
         auth::login, auth::logout, auth::whoami,
         ws::create, ws::list, ws::detail, ws::send, ws::unsend, ws::approve, ws::cancel, ws::close,
         ws::open, ws::delete_ws, ws::title, ws::rewind, ws::retry, ws::command,
-        info::models, info::skills, info::dashboard, info::saved, info::history, info::export,
+        info::models, skills::list, info::dashboard, info::saved, info::history, info::export,
         memories::list, memories::save, memories::search, memories::get_one, memories::remove,
         memories::get_named_search, memories::remove_named_search,
         sse::workstream_events, sse::global_events,
@@ -51,6 +51,7 @@ impl Modify for Security {
         plugins::revoke, plugins::set_config, plugins::reload_one, plugins::reload_all, plugins::install,
         plugins::uninstall, plugins::audit,
         mcp_servers::list, mcp_servers::create, mcp_servers::update, mcp_servers::delete,
+        skills::admin_list, skills::create, skills::update, skills::delete, skills::versions,
     ),
     components(schemas(
         super::ErrorBody, super::RetryBody, crate::error::WireError,

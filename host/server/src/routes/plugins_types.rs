@@ -99,6 +99,18 @@ pub(crate) struct CapabilitySet {
     /// when true).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     model: bool,
+    /// The caller's memories, `read-only` or `read-write` (only present when set).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    memory: Option<FsAccess>,
+    /// The caller's past conversations (only present when true).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    history: bool,
+    /// The skills catalogue, `read-only` or `read-write` (only present when set).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    skills: Option<FsAccess>,
+    /// The calling session's identity (only present when true).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    session: bool,
 }
 
 impl From<&Capabilities> for CapabilitySet {
@@ -111,6 +123,10 @@ impl From<&Capabilities> for CapabilitySet {
             env,
             secrets,
             model,
+            memory,
+            history,
+            skills,
+            session,
         } = c;
         Self {
             filesystem: filesystem
@@ -125,6 +141,10 @@ impl From<&Capabilities> for CapabilitySet {
             env: env.clone(),
             secrets: secrets.clone(),
             model: *model,
+            memory: memory.map(FsAccess::from),
+            history: *history,
+            skills: skills.map(FsAccess::from),
+            session: *session,
         }
     }
 }
@@ -199,6 +219,18 @@ pub(crate) struct GrantCapabilities {
     /// May ask the calling session's model for a completion.
     #[serde(default)]
     model: bool,
+    /// The caller's memories: `read-only` or `read-write`.
+    #[serde(default)]
+    memory: Option<FsAccessIn>,
+    /// May search the caller's own past conversations.
+    #[serde(default)]
+    history: bool,
+    /// The skills catalogue: `read-only` or `read-write`.
+    #[serde(default)]
+    skills: Option<FsAccessIn>,
+    /// May learn the calling session's identity.
+    #[serde(default)]
+    session: bool,
 }
 
 impl From<GrantCapabilities> for Capabilities {
@@ -210,6 +242,10 @@ impl From<GrantCapabilities> for Capabilities {
             env,
             secrets,
             model,
+            memory,
+            history,
+            skills,
+            session,
         } = g;
         let filesystem = filesystem
             .into_iter()
@@ -225,6 +261,10 @@ impl From<GrantCapabilities> for Capabilities {
             env,
             secrets,
             model,
+            memory: memory.map(Access::from),
+            history,
+            skills: skills.map(Access::from),
+            session,
         }
     }
 }
@@ -261,6 +301,18 @@ pub(crate) struct RevokeCapabilities {
     /// Take back model access.
     #[serde(default)]
     model: bool,
+    /// Take back memory access.
+    #[serde(default)]
+    memory: bool,
+    /// Take back history search.
+    #[serde(default)]
+    history: bool,
+    /// Take back skills access.
+    #[serde(default)]
+    skills: bool,
+    /// Take back the session identity.
+    #[serde(default)]
+    session: bool,
 }
 
 impl From<RevokeCapabilities> for Capabilities {
@@ -272,6 +324,10 @@ impl From<RevokeCapabilities> for Capabilities {
             env,
             secrets,
             model,
+            memory,
+            history,
+            skills,
+            session,
         } = r;
         let filesystem = filesystem
             .into_iter()
@@ -280,6 +336,8 @@ impl From<RevokeCapabilities> for Capabilities {
                 access: f.access.into(),
             })
             .collect();
+        // What to take back, in grant form ([`crate::plugins::subtract`]
+        // removes any level of memory and skills).
         Capabilities {
             filesystem,
             http,
@@ -287,6 +345,10 @@ impl From<RevokeCapabilities> for Capabilities {
             env,
             secrets,
             model,
+            memory: memory.then_some(Access::ReadWrite),
+            history,
+            skills: skills.then_some(Access::ReadWrite),
+            session,
         }
     }
 }

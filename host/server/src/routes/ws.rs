@@ -90,6 +90,7 @@ async fn create_inner(
         model: b.model,
         auto_approve: b.auto_approve,
         resume_ws: b.resume_ws,
+        skill: b.skill.filter(|s| !is_blank(s)),
     };
     let (ws, resumed, copied) = node.mgr.create(Some(&id.user_id), opts).await?;
     let mut attachment_ids = Vec::new();
@@ -545,9 +546,12 @@ pub(crate) async fn command(
     };
     let cmd = py_trim(&cmd);
     let (name, arg) = cmd.split_once(' ').unwrap_or((cmd, ""));
-    if !matches!(name, "/clear" | "/new" | "/compact" | "/name" | "/title") {
+    if !matches!(
+        name,
+        "/clear" | "/new" | "/compact" | "/name" | "/title" | "/skill"
+    ) {
         return Err(bad_request(format!(
-            "unknown command {name:?} (supported: /clear, /compact, /name <title>)"
+            "unknown command {name:?} (supported: /clear, /compact, /name <title>, /skill NAME [ARGS] | off)"
         )));
     }
     let title = py_trim(arg);
@@ -560,10 +564,10 @@ pub(crate) async fn command(
         w.core.rename(title);
         return Ok(StatusOk::ok());
     }
-    let op = if name == "/compact" {
-        Op::Compact
-    } else {
-        Op::Clear
+    let op = match name {
+        "/compact" => Op::Compact,
+        "/skill" => skill_op(&state, title).await?,
+        _ => Op::Clear,
     };
     let _starting = w.starting.lock().await;
     match w.session.submit(op).await {
@@ -576,4 +580,29 @@ pub(crate) async fn command(
         }
         Err(e) => Err(e.into()),
     }
+}
+
+/// The op for `/skill ARGS`: `off`, or a skill with its arguments bound.
+async fn skill_op(state: &AppState, arg: &str) -> Result<Op, ApiError> {
+    use turnstone_engine::skills::{SkillCommand, bind_arguments, parse_command};
+    Ok(match parse_command(arg).map_err(bad_request)? {
+        SkillCommand::List => return Err(bad_request("usage: /skill NAME [ARGS] | /skill off")),
+        SkillCommand::Off => Op::UseSkill {
+            name: None,
+            arguments: Default::default(),
+        },
+        SkillCommand::Use {
+            name,
+            positional,
+            named,
+        } => {
+            let lib = super::skills::library(state)?;
+            let catalog = lib.catalog().await;
+            Op::UseSkill {
+                arguments: bind_arguments(&catalog, &name, positional, named)
+                    .map_err(bad_request)?,
+                name: Some(name),
+            }
+        }
+    })
 }

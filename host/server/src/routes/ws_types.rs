@@ -44,6 +44,8 @@ pub(crate) struct CreateBody {
     /// The id to use (32 hex).
     #[schema(pattern = "^[0-9a-fA-F]{32}$", min_length = 32, max_length = 32)]
     pub ws_id: Option<String>,
+    /// A skill to start with (by name; its arguments take their defaults).
+    pub skill: Option<String>,
     /// Only `interactive` is supported.
     #[allow(dead_code)] // parsed so that any other kind is refused
     pub kind: Option<WorkstreamKind>,
@@ -334,11 +336,12 @@ pub(crate) struct CommandBody {
     /// The workstream.
     #[schema(required = true, nullable = false)]
     pub ws_id: Option<String>,
-    /// `/clear`, `/compact` (or `/new`, the same as `/clear`), or `/name <title>`.
+    /// `/clear`, `/compact` (or `/new`, the same as `/clear`), `/name <title>`,
+    /// or `/skill NAME [ARGS]` / `/skill off`.
     #[schema(
         required = true,
         nullable = false,
-        pattern = "^[\\t\\n\\x0b\\x0c\\r\\x1c-\\x20\\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]*(/clear|/new|/compact)(( [\\s\\S]*)?|[\\t\\n\\x0b\\x0c\\r\\x1c-\\x20\\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]*)$|^[\\t\\n\\x0b\\x0c\\r\\x1c-\\x20\\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]*/(name|title) [\\s\\S]*[^\\t\\n\\x0b\\x0c\\r\\x1c-\\x20\\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]"
+        pattern = "^[\\t\\n\\x0b\\x0c\\r\\x1c-\\x20\\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]*(/clear|/new|/compact)(( [\\s\\S]*)?|[\\t\\n\\x0b\\x0c\\r\\x1c-\\x20\\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]*)$|^[\\t\\n\\x0b\\x0c\\r\\x1c-\\x20\\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]*/(name|title) [\\s\\S]*[^\\t\\n\\x0b\\x0c\\r\\x1c-\\x20\\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]|^[\\t\\n\\x0b\\x0c\\r\\x1c-\\x20\\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]*/skill [\\s\\S]*[^\\t\\n\\x0b\\x0c\\r\\x1c-\\x20\\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000][\\s\\S]*$"
     )]
     pub command: Option<String>,
 }

@@ -1,0 +1,469 @@
+//! The calling session as the agent interfaces of WIT 0.2.0 see it
+//! ([`turnstone_runtime::SessionHost`]): who it is, the memories and
+//! conversations of its user, and the skills it may load. Every scope is the
+//! session's own: a plugin never names another user, workstream or project.
+
+use super::skill::{ActiveSkill, SkillSlot};
+use crate::skills::{SkillLibrary, SkillSource};
+use futures::future::BoxFuture;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use turnstone_mcp::search::ToolIndex;
+use turnstone_runtime::SessionHost;
+use turnstone_runtime::host::agent::{
+    HistoryError, Hit, Memory, MemoryError, MemoryType, SaveRequest, Scope, Session, SessionKind,
+    Skill, SkillArgument, SkillInfo, SkillsError,
+};
+use turnstone_storage::Storage;
+use turnstone_storage::types::{MemoryView, NewMemory, NewSkill, SearchFilter};
+
+/// The user id of a single-user local database (the terminal): its user
+/// scope, and the owner of every workstream in it.
+pub const LOCAL_USER: &str = "local";
+
+/// Candidates a memory search ranks (the store filters, BM25 orders).
+const SEARCH_CANDIDATES: i64 = 200;
+
+/// What the agent interfaces of a session reach, set by the front end.
+#[derive(Clone, Default)]
+pub struct AgentContext {
+    /// The skills catalogue (none: skills are unavailable).
+    pub skills: Option<Arc<SkillLibrary>>,
+    /// The alias answering in the session.
+    pub model_alias: Option<String>,
+    /// A single-user local database (the terminal): the history of every
+    /// workstream in it is the user's, and the user scope is [`LOCAL_USER`].
+    pub local: bool,
+}
+
+/// One tool batch's view of the session.
+pub(super) struct SessionAgent {
+    pub(super) db: Option<Storage>,
+    pub(super) ws_id: Option<String>,
+    pub(super) user_id: Option<String>,
+    pub(super) project_id: Option<String>,
+    pub(super) workspace: PathBuf,
+    pub(super) ctx: AgentContext,
+    pub(super) slot: SkillSlot,
+}
+
+fn mem_err(e: turnstone_storage::StorageError) -> MemoryError {
+    match e {
+        turnstone_storage::StorageError::InvalidInput(m) => MemoryError::Invalid(m),
+        turnstone_storage::StorageError::TooLarge { .. } => MemoryError::Invalid(e.to_string()),
+        other => MemoryError::Unavailable(other.to_string()),
+    }
+}
+
+fn scope_str(s: Scope) -> &'static str {
+    match s {
+        Scope::Global => "global",
+        Scope::Workstream => "workstream",
+        Scope::User => "user",
+        Scope::Project => "project",
+    }
+}
+
+fn type_str(t: MemoryType) -> &'static str {
+    match t {
+        MemoryType::User => "user",
+        MemoryType::General => "general",
+        MemoryType::Feedback => "feedback",
+        MemoryType::Reference => "reference",
+    }
+}
+
+/// A stored memory as the interface returns it.
+pub(super) fn to_wit(m: &turnstone_storage::types::Memory) -> Memory {
+    Memory {
+        name: m.name.clone(),
+        description: m.description.clone(),
+        kind: match m.memory_type.as_str() {
+            "user" => MemoryType::User,
+            "feedback" => MemoryType::Feedback,
+            "reference" => MemoryType::Reference,
+            _ => MemoryType::General,
+        },
+        scope: match m.scope.as_str() {
+            "workstream" => Scope::Workstream,
+            "user" => Scope::User,
+            "project" => Scope::Project,
+            _ => Scope::Global,
+        },
+        content: m.content.clone(),
+        created: m.created.clone(),
+        updated: m.updated.clone(),
+        access_count: u64::try_from(m.access_count).unwrap_or(0),
+    }
+}
+
+/// The best `limit` of `found` for `query` (BM25 over name, description and
+/// content); those without any scoring word keep their order after.
+pub(super) fn rank(
+    found: Vec<turnstone_storage::types::Memory>,
+    query: &str,
+    limit: usize,
+) -> Vec<turnstone_storage::types::Memory> {
+    let texts: Vec<(String, String)> = found
+        .iter()
+        .map(|m| {
+            (
+                m.memory_id.clone(),
+                format!("{} {} {}", m.name, m.description, m.content),
+            )
+        })
+        .collect();
+    let index = ToolIndex::new(texts.iter().map(|(a, b)| (a.as_str(), b.as_str())));
+    let order: Vec<String> = index
+        .search(query, found.len())
+        .into_iter()
+        .map(|h| h.name)
+        .collect();
+    let mut by_id: BTreeMap<String, turnstone_storage::types::Memory> = found
+        .into_iter()
+        .map(|m| (m.memory_id.clone(), m))
+        .collect();
+    order
+        .iter()
+        .filter_map(|id| by_id.remove(id))
+        .take(limit)
+        .collect()
+}
+
+/// A catalogue skill as the interface lists it.
+pub(super) fn skill_to_wit(s: &crate::skills::SkillInfo) -> SkillInfo {
+    SkillInfo {
+        name: s.name.clone(),
+        description: s.description.clone(),
+        category: s.category.clone(),
+        tags: s.tags.clone(),
+        risk_level: s.risk_level.as_str().to_string(),
+        version: s.version,
+        source: s.source.as_str().to_string(),
+        allowed_tools: s.allowed_tools.clone(),
+        auto_approve: s.auto_approve,
+        arguments: s
+            .arguments
+            .iter()
+            .map(|a| SkillArgument {
+                name: a.name.clone(),
+                description: a.description.clone(),
+                required: a.required,
+                default: a.default.clone(),
+            })
+            .collect(),
+    }
+}
+
+impl SessionAgent {
+    /// The memories this session may see.
+    fn view(&self) -> MemoryView {
+        MemoryView {
+            user_id: self.user_id.clone(),
+            ws_id: self.ws_id.clone(),
+            project_id: self.project_id.clone(),
+        }
+    }
+
+    /// The scope id of `scope` for this session, or why it has none.
+    fn scope_id(&self, scope: Scope) -> Result<String, MemoryError> {
+        let missing = |what: &str| {
+            MemoryError::Invalid(format!(
+                "this session has no {what}, so it has no {} memories",
+                scope_str(scope)
+            ))
+        };
+        match scope {
+            Scope::Global => Ok(String::new()),
+            Scope::Workstream => self.ws_id.clone().ok_or_else(|| missing("workstream")),
+            Scope::User => self.user_id.clone().ok_or_else(|| missing("user")),
+            Scope::Project => self.project_id.clone().ok_or_else(|| missing("project")),
+        }
+    }
+
+    fn db(&self) -> Result<Storage, String> {
+        self.db
+            .clone()
+            .ok_or_else(|| "this session keeps nothing (it has no database)".to_string())
+    }
+
+    fn library(&self) -> Result<Arc<SkillLibrary>, SkillsError> {
+        self.ctx
+            .skills
+            .clone()
+            .ok_or_else(|| SkillsError::Unavailable("no skills are configured here".into()))
+    }
+}
+
+impl SessionHost for SessionAgent {
+    fn info(&self) -> Session {
+        Session {
+            workstream_id: self.ws_id.clone(),
+            user_id: self.user_id.clone(),
+            model_alias: self.ctx.model_alias.clone(),
+            workspace: Some(self.workspace.display().to_string()),
+            project_id: self.project_id.clone(),
+            kind: SessionKind::Interactive,
+        }
+    }
+
+    fn memory_save(&self, req: SaveRequest) -> BoxFuture<'static, Result<Memory, MemoryError>> {
+        let target = self.scope_id(req.scope).map(|id| (id, self.db()));
+        Box::pin(async move {
+            let (scope_id, db) = target?;
+            let db = db.map_err(MemoryError::Unavailable)?;
+            let m = db
+                .save_memory(&NewMemory {
+                    name: req.name,
+                    description: req.description,
+                    memory_type: req.kind.map(|k| type_str(k).to_string()),
+                    scope: Some(scope_str(req.scope).to_string()),
+                    scope_id,
+                    content: req.content,
+                })
+                .await
+                .map_err(mem_err)?;
+            Ok(to_wit(&m))
+        })
+    }
+
+    fn memory_get(
+        &self,
+        name: String,
+        scope: Scope,
+    ) -> BoxFuture<'static, Result<Option<Memory>, MemoryError>> {
+        let target = self.scope_id(scope).map(|id| (id, self.db()));
+        Box::pin(async move {
+            let (scope_id, db) = target?;
+            let db = db.map_err(MemoryError::Unavailable)?;
+            Ok(db
+                .get_memory(&name, scope_str(scope), &scope_id)
+                .await
+                .map_err(mem_err)?
+                .as_ref()
+                .map(to_wit))
+        })
+    }
+
+    fn memory_search(
+        &self,
+        query: String,
+        scope: Option<Scope>,
+        limit: u32,
+    ) -> BoxFuture<'static, Result<Vec<Memory>, MemoryError>> {
+        let (db, view) = (self.db(), self.view());
+        Box::pin(async move {
+            let db = db.map_err(MemoryError::Unavailable)?;
+            let found = db
+                .search_visible_memories(&query, &view, scope.map(scope_str), SEARCH_CANDIDATES)
+                .await
+                .map_err(mem_err)?;
+            Ok(rank(found, &query, limit.clamp(1, 1000) as usize)
+                .iter()
+                .map(to_wit)
+                .collect())
+        })
+    }
+
+    fn memory_list(
+        &self,
+        scope: Option<Scope>,
+        kind: Option<MemoryType>,
+        limit: u32,
+    ) -> BoxFuture<'static, Result<Vec<Memory>, MemoryError>> {
+        let (db, view) = (self.db(), self.view());
+        Box::pin(async move {
+            let db = db.map_err(MemoryError::Unavailable)?;
+            let found = db
+                .list_visible_memories(
+                    &view,
+                    scope.map(scope_str),
+                    kind.map(type_str),
+                    i64::from(limit.clamp(1, 1000)),
+                )
+                .await
+                .map_err(mem_err)?;
+            Ok(found.iter().map(to_wit).collect())
+        })
+    }
+
+    fn memory_delete(
+        &self,
+        name: String,
+        scope: Scope,
+    ) -> BoxFuture<'static, Result<bool, MemoryError>> {
+        let target = self.scope_id(scope).map(|id| (id, self.db()));
+        Box::pin(async move {
+            let (scope_id, db) = target?;
+            let db = db.map_err(MemoryError::Unavailable)?;
+            db.delete_memory(&name, scope_str(scope), &scope_id)
+                .await
+                .map_err(mem_err)
+        })
+    }
+
+    fn history_search(
+        &self,
+        query: String,
+        limit: u32,
+        offset: u32,
+    ) -> BoxFuture<'static, Result<Vec<Hit>, HistoryError>> {
+        // Only the caller's own conversations: a server session always has a
+        // user; the terminal's local database is one user's.
+        let owner = match (&self.user_id, self.ctx.local) {
+            (_, true) => Ok(None),
+            (Some(u), false) => Ok(Some(u.clone())),
+            (None, false) => Err(HistoryError::Unavailable(
+                "this session acts for no user, so it has no history".into(),
+            )),
+        };
+        let db = self.db();
+        Box::pin(async move {
+            let owner = owner?;
+            let db = db.map_err(HistoryError::Unavailable)?;
+            if query.trim().is_empty() {
+                return Err(HistoryError::Invalid("the query is empty".into()));
+            }
+            let hits = db
+                .search_history(
+                    &query,
+                    &SearchFilter {
+                        ws_id: None,
+                        user_id: owner,
+                        limit: Some(i64::from(limit.clamp(1, 1000))),
+                        offset: Some(i64::from(offset)),
+                    },
+                )
+                .await
+                .map_err(|e| match e {
+                    turnstone_storage::StorageError::InvalidInput(m) => HistoryError::Invalid(m),
+                    other => HistoryError::Unavailable(other.to_string()),
+                })?;
+            Ok(hits
+                .into_iter()
+                .map(|h| Hit {
+                    workstream_id: h.ws_id,
+                    workstream_name: h.ws_name,
+                    role: h.role.as_str().to_string(),
+                    tool_name: h.tool_name,
+                    snippet: h.message,
+                    timestamp: h.timestamp,
+                })
+                .collect())
+        })
+    }
+
+    fn skills_list(&self) -> BoxFuture<'static, Result<Vec<SkillInfo>, SkillsError>> {
+        let lib = self.library();
+        Box::pin(async move {
+            let cat = lib?.catalog().await;
+            Ok(cat.list().map(skill_to_wit).collect())
+        })
+    }
+
+    fn skills_search(
+        &self,
+        query: String,
+        limit: u32,
+    ) -> BoxFuture<'static, Result<Vec<SkillInfo>, SkillsError>> {
+        let lib = self.library();
+        Box::pin(async move {
+            let cat = lib?.catalog().await;
+            Ok(cat
+                .search(&query, limit.clamp(1, 50) as usize)
+                .into_iter()
+                .map(skill_to_wit)
+                .collect())
+        })
+    }
+
+    fn skills_get(&self, name: String) -> BoxFuture<'static, Result<Option<Skill>, SkillsError>> {
+        let lib = self.library();
+        Box::pin(async move {
+            let cat = lib?.catalog().await;
+            Ok(cat.get(&name).map(|s| Skill {
+                info: skill_to_wit(&s.info),
+                content: s.doc.body.clone(),
+            }))
+        })
+    }
+
+    fn skills_activate(
+        &self,
+        name: String,
+        arguments: Vec<(String, String)>,
+    ) -> BoxFuture<'static, Result<SkillInfo, SkillsError>> {
+        let lib = self.library();
+        let slot = self.slot.clone();
+        let vars = self.vars();
+        let persist = self.db.clone().zip(self.ws_id.clone());
+        Box::pin(async move {
+            let lib = lib?;
+            let args: BTreeMap<String, String> = arguments.into_iter().collect();
+            let active = ActiveSkill::render(&lib, &name, &args, &vars)
+                .await
+                .map_err(SkillsError::Invalid)?;
+            let info = skill_to_wit(&active.info);
+            if let Some((db, ws)) = persist {
+                active.persist(&db, &ws).await;
+            }
+            slot.set(Some(active));
+            Ok(info)
+        })
+    }
+
+    fn skills_save(&self, document: String) -> BoxFuture<'static, Result<SkillInfo, SkillsError>> {
+        let lib = self.library();
+        let db = self.db();
+        let by = self.user_id.clone();
+        Box::pin(async move {
+            let lib = lib?;
+            let db = db.map_err(SkillsError::Unavailable)?;
+            let info = save_skill(&lib, &db, &document, by).await?;
+            Ok(skill_to_wit(&info))
+        })
+    }
+}
+
+impl SessionAgent {
+    /// Placeholders every skill body may use.
+    fn vars(&self) -> BTreeMap<&'static str, String> {
+        let mut v = BTreeMap::new();
+        if let Some(m) = &self.ctx.model_alias {
+            v.insert("model", m.clone());
+        }
+        if let Some(w) = &self.ws_id {
+            v.insert("ws_id", w.clone());
+        }
+        v.insert("workspace", self.workspace.display().to_string());
+        v
+    }
+}
+
+/// Saves `document` as the next version of its skill (parsed first, so a
+/// broken document never reaches the catalogue); returns it as listed.
+pub async fn save_skill(
+    lib: &SkillLibrary,
+    db: &Storage,
+    document: &str,
+    created_by: Option<String>,
+) -> Result<crate::skills::SkillInfo, SkillsError> {
+    let doc = crate::skills::parse(document).map_err(|e| SkillsError::Invalid(e.to_string()))?;
+    let rec = db
+        .save_skill(&NewSkill {
+            name: doc.meta.name.clone(),
+            description: doc.meta.description.clone(),
+            content: document.to_string(),
+            created_by,
+        })
+        .await
+        .map_err(|e| match e {
+            turnstone_storage::StorageError::InvalidInput(m) => SkillsError::Invalid(m),
+            other => SkillsError::Unavailable(other.to_string()),
+        })?;
+    lib.invalidate().await;
+    let mut info = crate::skills::Skill::from_doc(doc, 1, SkillSource::Database).info;
+    info.version = u32::try_from(rec.version).unwrap_or(u32::MAX);
+    Ok(info)
+}

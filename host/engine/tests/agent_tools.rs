@@ -1,0 +1,280 @@
+//! The agent tools in session turns, on a real SQLite database: `memory`
+//! saves and lists only what its caller may see, `recall` finds only the
+//! caller's conversations, the memory index leads the next session's
+//! requests, and `skills` loads a skill whose instructions and
+//! `allowed_tools` shape the next requests.
+
+use serde_json::Value;
+use std::sync::Arc;
+use turnstone_engine::session::{AgentContext, ChatSession};
+use turnstone_engine::skills::SkillLibrary;
+use turnstone_scripted_llm::openai;
+use turnstone_storage::prelude::*;
+use turnstone_test_support::engine::{TestSession, session};
+use turnstone_test_support::sse;
+
+async fn database(dir: &std::path::Path) -> Storage {
+    turnstone_storage::open(&DbConfig {
+        backend: BackendKind::Sqlite,
+        path: Some(dir.join("t.db")),
+        ..Default::default()
+    })
+    .await
+    .unwrap()
+}
+
+async fn workstream(db: &Storage, user: &str, name: &str) -> String {
+    let r = db
+        .create_workstream(&NewWorkstream {
+            user_id: Some(user.into()),
+            name: name.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    db.publish_workstream(&r).await.unwrap();
+    r.ws_id
+}
+
+/// A session of `user` on workstream `ws`, with the agent interfaces.
+fn agent_session(
+    f: &TestSession,
+    db: &Storage,
+    ws: &str,
+    user: &str,
+    skills: Option<Arc<SkillLibrary>>,
+) -> ChatSession {
+    let cfg = turnstone_engine::session::SessionConfig {
+        acting_user_id: Some(user.into()),
+        ..f.config(ws)
+    };
+    f.another(f.binding.clone(), cfg)
+        .with_storage(db.clone(), ws)
+        .with_agent(AgentContext {
+            skills,
+            model_alias: Some("default".into()),
+            local: false,
+        })
+}
+
+/// The output of the tool result answering `call_id` in request `n`.
+fn tool_output(f: &TestSession, n: usize, call_id: &str) -> String {
+    let reqs = f.llm.requests();
+    reqs[n].body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["tool_call_id"] == call_id)
+        .unwrap_or_else(|| panic!("no result for {call_id} in request {n}"))["content"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+fn system_text(body: &Value) -> String {
+    body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "system")
+        .map(|m| m["content"].as_str().unwrap_or_default().to_string())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn tool_names(body: &Value) -> Vec<String> {
+    body["tools"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|t| t["function"]["name"].as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn memories_and_history_stay_with_their_user() {
+    let f = session(
+        vec![
+            // Alice saves a user memory and a workstream memory, then talks.
+            sse(openai::tool_call(
+                "c1",
+                "memory",
+                &[r#"{"action": "save", "name": "Tone", "content": "Alice likes terse answers", "description": "answer style", "type": "user", "scope": "user"}"#],
+            )),
+            sse(openai::tool_call(
+                "c2",
+                "memory",
+                &[r#"{"action": "save", "name": "ws_note", "content": "this workstream is about invoices", "scope": "workstream"}"#],
+            )),
+            sse(openai::tool_call(
+                "c3",
+                "memory",
+                &[r#"{"action": "save", "name": "house_rule", "content": "run the tests before committing", "description": "how we commit", "type": "feedback"}"#],
+            )),
+            sse(openai::text(&["Saved."])),
+            // Bob lists, searches and recalls: only his and the global one.
+            sse(openai::tool_call("b1", "memory", &[r#"{"action": "list"}"#])),
+            sse(openai::tool_call(
+                "b2",
+                "memory",
+                &[r#"{"action": "get", "name": "tone", "scope": "user"}"#],
+            )),
+            sse(openai::tool_call("b3", "recall", &[r#"{"query": "invoices"}"#])),
+            sse(openai::text(&["Done."])),
+            // Alice in a new workstream: the index leads; her memory lists.
+            sse(openai::tool_call(
+                "a1",
+                "memory",
+                &[r#"{"action": "search", "query": "answer style terse"}"#],
+            )),
+            sse(openai::tool_call("a2", "recall", &[r#"{"query": "invoices"}"#])),
+            sse(openai::text(&["Hi."])),
+        ],
+        true,
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let db = database(dir.path()).await;
+
+    let alice_ws = workstream(&db, "alice", "billing").await;
+    let mut alice = agent_session(&f, &db, &alice_ws, "alice", None);
+    alice.send("remember things about invoices").await.unwrap();
+    assert!(
+        tool_output(&f, 1, "c1").contains("Saved memory `tone` (user, user)"),
+        "{}",
+        tool_output(&f, 1, "c1")
+    );
+    assert!(tool_output(&f, 3, "c3").contains("(feedback, global)"));
+
+    let bob_ws = workstream(&db, "bob", "other").await;
+    let mut bob = agent_session(&f, &db, &bob_ws, "bob", None);
+    bob.send("what do you know?").await.unwrap();
+    let listed = tool_output(&f, 5, "b1");
+    assert!(listed.contains("house_rule"), "{listed}");
+    assert!(
+        !listed.contains("tone") && !listed.contains("ws_note"),
+        "{listed}"
+    );
+    let got = tool_output(&f, 6, "b2");
+    assert!(got.contains("no memory named `tone`"), "{got}");
+    let recalled = tool_output(&f, 7, "b3");
+    assert!(
+        recalled.contains("Nothing in past conversations matches"),
+        "bob never saw alice's invoices: {recalled}"
+    );
+    // Bob's first request carried only what he may see in its index.
+    let bob_system = system_text(&f.llm.requests()[4].body);
+    assert!(bob_system.contains("house_rule"), "{bob_system}");
+    assert!(!bob_system.contains("tone"), "{bob_system}");
+
+    let alice_ws2 = workstream(&db, "alice", "new").await;
+    let mut alice2 = agent_session(&f, &db, &alice_ws2, "alice", None);
+    alice2.send("how should you answer me?").await.unwrap();
+    let first = &f.llm.requests()[8].body;
+    let index = system_text(first);
+    assert!(index.contains("## Memories"), "{index}");
+    assert!(
+        index.contains("- tone (user, user): answer style"),
+        "{index}"
+    );
+    assert!(!index.contains("ws_note"), "another workstream's: {index}");
+    let found = tool_output(&f, 9, "a1");
+    assert!(found.contains("tone") && found.contains("terse"), "{found}");
+    let recalled = tool_output(&f, 10, "a2");
+    assert!(
+        recalled.contains("billing"),
+        "her own workstream: {recalled}"
+    );
+    assert!(recalled.contains("invoices"), "{recalled}");
+}
+
+#[tokio::test]
+async fn a_loaded_skill_shapes_the_next_requests() {
+    let skills_dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(skills_dir.path().join("review")).unwrap();
+    std::fs::write(
+        skills_dir.path().join("review/SKILL.md"),
+        "---\nname: review\ndescription: Review a change carefully\nrisk_level: medium\nallowed_tools: [read_file, skills]\narguments:\n  - name: focus\n    required: true\n---\nReview with attention to {{focus}} using {{model}}.\n",
+    )
+    .unwrap();
+    // A broken document is left out; the others load.
+    std::fs::write(
+        skills_dir.path().join("broken.md"),
+        "---\nname: [oops\n---\n",
+    )
+    .unwrap();
+    let f = session(
+        vec![
+            sse(openai::tool_call("s0", "skills", &[r#"{"action": "search", "query": "review a change"}"#])),
+            sse(openai::tool_call(
+                "s1",
+                "skills",
+                &[r#"{"action": "load", "name": "review"}"#],
+            )),
+            sse(openai::tool_call(
+                "s2",
+                "skills",
+                &[r#"{"action": "load", "name": "review", "arguments": {"focus": "error handling"}}"#],
+            )),
+            sse(openai::tool_call("s3", "bash", &[r#"{"command": "ls"}"#])),
+            sse(openai::text(&["Reviewing."])),
+        ],
+        false,
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let db = database(dir.path()).await;
+    let ws = workstream(&db, "alice", "review").await;
+    let lib = SkillLibrary::new(vec![skills_dir.path().to_path_buf()], Some(db.clone()));
+    assert_eq!(lib.catalog().await.problems().len(), 1);
+    let mut s = agent_session(&f, &db, &ws, "alice", Some(lib.clone()));
+    // Both loads ask (the first fails on its missing argument when it runs).
+    f.recorder.approve(true);
+    f.recorder.approve(true);
+    s.send("review my change").await.unwrap();
+
+    let searched = tool_output(&f, 1, "s0");
+    assert!(searched.contains("review (v1, risk medium)"), "{searched}");
+    let missing = tool_output(&f, 2, "s1");
+    assert!(missing.contains("needs the argument `focus`"), "{missing}");
+    let loaded = tool_output(&f, 3, "s2");
+    assert!(loaded.contains("Loaded skill review"), "{loaded}");
+    // The next request: the skill's instructions, and only its tools.
+    let next = &f.llm.requests()[3].body;
+    let system = system_text(next);
+    assert!(
+        system.contains("Review with attention to error handling using default."),
+        "{system}"
+    );
+    let mut tools = tool_names(next);
+    tools.sort();
+    assert_eq!(tools, ["read_file", "skills"]);
+    // A call outside them is refused before it runs.
+    let refused = tool_output(&f, 4, "s3");
+    assert!(
+        refused.contains("not available while skill review is active"),
+        "{refused}"
+    );
+    // Loading asked for approval; the search did not.
+    let asked: Vec<String> = f
+        .recorder
+        .prompts()
+        .iter()
+        .flat_map(|p| p.items.iter().map(|i| i.header.clone()))
+        .collect();
+    assert_eq!(
+        asked,
+        ["skills load: review", "skills load: review"],
+        "{asked:?}"
+    );
+    // The activation is kept with the workstream: a resumed session has it.
+    let resumed = agent_session(&f, &db, &ws, "alice", Some(lib))
+        .resume()
+        .await
+        .unwrap();
+    let active = resumed.active_skill().expect("the skill came back");
+    assert_eq!(active.info.name, "review");
+    assert!(active.body.contains("error handling"));
+}
