@@ -34,6 +34,9 @@ pub struct HostConfig {
     /// `[skills]`: where `SKILL.md` files are read from.
     #[serde(default)]
     pub skills: SkillsConfig,
+    /// `[titles]`: naming server workstreams after their first exchange.
+    #[serde(default)]
+    pub titles: TitlesConfig,
     /// `[models.*]` and `[model]`.
     #[serde(flatten)]
     pub models: turnstone_engine::models::ModelsConfig,
@@ -56,6 +59,25 @@ impl SkillsConfig {
             .iter()
             .map(|d| turnstone_runtime::config::expand_home(d))
             .collect()
+    }
+}
+
+/// `[titles]`.
+#[derive(Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TitlesConfig {
+    /// Generate a title after a workstream's first exchange (default on).
+    pub enabled: bool,
+    /// The model alias that writes it (default: the workstream's own).
+    pub model: Option<String>,
+}
+
+impl Default for TitlesConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            model: None,
+        }
     }
 }
 

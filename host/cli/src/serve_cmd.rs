@@ -150,6 +150,10 @@ pub async fn run(
             tool_search: app.loaded.tool_search,
             mcp_serve_allow: app.loaded.config.mcp.serve.allow.clone(),
             skills: Some(app.skills.clone()),
+            titles: turnstone_server::manager::Titles {
+                enabled: app.loaded.config.titles.enabled,
+                model: app.loaded.config.titles.model.clone(),
+            },
         },
         limits,
         metrics.clone(),

@@ -75,7 +75,7 @@ async fn the_memory_tool_and_the_api_share_one_store_and_users_stay_apart() {
     )
     .await;
     let alice = srv.setup_admin().await;
-    let bob = srv.user("bob", "user").await;
+    let bob = srv.user("bob", "operator").await;
     let ws_a = srv.create(&alice, json!({"name": "a"})).await;
     send_and_finish(&srv, &alice, &ws_a, "remember how we deploy").await;
 
@@ -171,7 +171,7 @@ async fn the_memory_tool_and_the_api_share_one_store_and_users_stay_apart() {
 async fn skills_are_administered_with_versions_and_a_skill_shapes_the_next_request() {
     let srv = Server::start(vec![sse(openai::text(&["on it"]))], "", &[]).await;
     let admin = srv.setup_admin().await;
-    let bob = srv.user("bob", "user").await;
+    let bob = srv.user("bob", "operator").await;
 
     // Only administrators write skills; a bad document says what is wrong.
     let (s, v) = srv
@@ -201,7 +201,7 @@ async fn skills_are_administered_with_versions_and_a_skill_shapes_the_next_reque
         )
         .await;
     assert_eq!(s, 201, "{v}");
-    assert_eq!(v["version"], 1);
+    assert_eq!(v["version"], "1");
     let (s, v) = srv
         .call(
             "POST",
@@ -221,7 +221,7 @@ async fn skills_are_administered_with_versions_and_a_skill_shapes_the_next_reque
         )
         .await;
     assert_eq!(s, 200, "{v}");
-    assert_eq!(v["version"], 2);
+    assert_eq!(v["version"], "2");
     let (s, v) = srv
         .call(
             "GET",
@@ -243,7 +243,7 @@ async fn skills_are_administered_with_versions_and_a_skill_shapes_the_next_reque
     let (s, list) = srv.call("GET", "/v1/api/skills", Some(&bob), None).await;
     assert_eq!(s, 200, "{list}");
     assert_eq!(names(&list, "skills"), ["review"]);
-    assert_eq!(list["skills"][0]["version"], 2);
+    assert_eq!(list["skills"][0]["version"], "2");
 
     // `/skill` through the command route: unknown and incomplete are 400.
     let ws = srv.create(&bob, json!({"name": "r"})).await;
@@ -301,4 +301,62 @@ async fn skills_are_administered_with_versions_and_a_skill_shapes_the_next_reque
         )
         .await;
     assert_eq!(s, 404);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_workstream_gets_a_title_on_both_streams() {
+    let srv = Server::start(
+        vec![
+            sse(openai::text(&["Use a canary."])),
+            sse(openai::text(&["Canary release plan"])),
+        ],
+        "[titles]\nenabled = true\n",
+        &[],
+    )
+    .await;
+    let token = srv.setup_admin().await;
+    let mut global = srv.events("/v1/api/events/global", &token, None).await;
+    let ws = srv.create(&token, json!({"name": "ws-1"})).await;
+    let mut events = srv
+        .events(&format!("/v1/api/workstreams/{ws}/events"), &token, None)
+        .await;
+    let (s, v) = srv
+        .call(
+            "POST",
+            &format!("/v1/api/workstreams/{ws}/send"),
+            Some(&token),
+            Some(json!({"message": "how do we release safely?"})),
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+    let titled = events.until(20, |f| f.kind() == "title_updated").await;
+    assert_eq!(titled.data["title"], "Canary release plan");
+    let renamed = global
+        .until(20, |f| {
+            f.kind() == "ws_rename" && f.data["ws_id"] == ws.as_str()
+        })
+        .await;
+    assert_eq!(renamed.data["name"], "Canary release plan");
+    // Stored: the saved listing shows it once the workstream is closed.
+    let (s, v) = srv
+        .call(
+            "POST",
+            &format!("/v1/api/workstreams/{ws}/close"),
+            Some(&token),
+            Some(json!({})),
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+    let (_, saved) = srv
+        .call("GET", "/v1/api/workstreams/saved", Some(&token), None)
+        .await;
+    let row = saved["workstreams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["ws_id"] == ws.as_str())
+        .unwrap_or_else(|| panic!("{saved}"))
+        .clone();
+    assert_eq!(row["title"], "Canary release plan");
+    assert_eq!(srv.llm.requests().len(), 2);
 }

@@ -441,6 +441,12 @@ async fn run(
             Command::Turn { text, parts } => {
                 let r = session.send_with(&text, parts).await;
                 turn_ended(&events, &r);
+                if r.is_ok()
+                    && let Some(job) = session.title_job().await
+                {
+                    // Beside the session: the next turn need not wait for it.
+                    tokio::spawn(job.run());
+                }
                 run_queued(&mut session, &inner).await;
             }
             Command::Retry { reply } => {

@@ -55,7 +55,7 @@ async fn bad_arguments_are_refused_before_running() {
         .call("word_count", json!({"text": "x", "path": "y"}))
         .await
         .unwrap();
-    assert_eq!(both.err(), "give exactly one of `text` or `path`");
+    assert_eq!(both.err(), "Error: give exactly one of `text` or `path`");
 }
 
 #[tokio::test]

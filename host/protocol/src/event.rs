@@ -359,6 +359,16 @@ pub enum Event {
     ReplayTruncated(ReplayTruncated),
     /// The workstream closed; the stream ends.
     WsClosed(Reason),
+    /// A title was generated for the workstream (also sent as the global
+    /// `ws_rename`).
+    TitleUpdated(TitleUpdated),
+}
+
+/// `title_updated`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct TitleUpdated {
+    /// The new title.
+    pub title: String,
 }
 
 impl Event {
@@ -392,6 +402,7 @@ impl Event {
             Self::ReplayOk(_) => "replay_ok",
             Self::ReplayTruncated(_) => "replay_truncated",
             Self::WsClosed(_) => "ws_closed",
+            Self::TitleUpdated(_) => "title_updated",
         }
     }
 

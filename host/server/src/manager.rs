@@ -64,6 +64,18 @@ pub struct Deps {
     pub mcp_serve_allow: Vec<String>,
     /// The skills catalogue (files and database).
     pub skills: Option<Arc<turnstone_engine::skills::SkillLibrary>>,
+    /// `[titles]`.
+    pub titles: Titles,
+}
+
+/// `[titles]`: whether new workstreams are named after their first
+/// exchange, and by which model alias.
+#[derive(Debug, Clone, Default)]
+pub struct Titles {
+    /// On.
+    pub enabled: bool,
+    /// The alias that writes titles (`None`: the workstream's own).
+    pub model: Option<String>,
 }
 
 /// Why a workstream could not be created or loaded.
@@ -402,6 +414,23 @@ impl Manager {
                 model_alias: Some(alias.to_string()),
                 local: false,
             });
+        let session = if self.deps.titles.enabled {
+            let binding = self.deps.titles.model.as_deref().and_then(|m| {
+                self.deps
+                    .models
+                    .bindings(Some(m))
+                    .map_err(|e| {
+                        tracing::warn!(
+                            "[titles] model {m:?}: {e}; titles use the workstream's model"
+                        )
+                    })
+                    .ok()
+                    .map(|(b, _)| b)
+            });
+            session.with_titles(binding)
+        } else {
+            session
+        };
         let session = if resume {
             session
                 .resume()

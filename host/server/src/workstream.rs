@@ -284,6 +284,7 @@ impl Core {
                 return;
             }
             Event::StreamEnd => lock(&self.status).streaming = false,
+            Event::TitleUpdated(ref t) => self.rename(&t.title),
             Event::Status(st) => {
                 {
                     let mut s = lock(&self.status);

@@ -139,7 +139,16 @@ impl Server {
         std::fs::create_dir(dir.path().join("ws")).unwrap();
         std::fs::write(
             dir.path().join("config.toml"),
-            format!("[auth]\njwt_secret = \"{SECRET}\"\n{config}\n"),
+            // Titles would add a model call after every first exchange; the
+            // tests that want them say so with their own `[titles]`.
+            format!(
+                "[auth]\njwt_secret = \"{SECRET}\"\n{}{config}\n",
+                if config.contains("[titles]") {
+                    ""
+                } else {
+                    "[titles]\nenabled = false\n"
+                }
+            ),
         )
         .unwrap();
         let mut cmd = turnstone_command();

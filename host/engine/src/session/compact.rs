@@ -19,6 +19,8 @@ pub(super) enum Tail {
     None,
     /// Keep the in-flight tool batch and carry the last user request.
     InFlightBatch,
+    /// Keep the last user request (and what followed it) verbatim.
+    LastRequest,
 }
 
 impl ChatSession {
@@ -36,13 +38,18 @@ impl ChatSession {
     }
 
     /// Index of the first turn kept verbatim.
-    fn tail_start(&self, tail: Tail) -> usize {
+    pub(super) fn tail_start(&self, tail: Tail) -> usize {
         match tail {
             Tail::None => self.turns.len(),
             Tail::InFlightBatch => self
                 .turns
                 .iter()
                 .rposition(|t| t.role == Role::Assistant && !t.tool_calls.is_empty())
+                .unwrap_or(self.turns.len()),
+            Tail::LastRequest => self
+                .turns
+                .iter()
+                .rposition(|t| t.role == Role::User && t.meta.source.is_none())
                 .unwrap_or(self.turns.len()),
         }
     }
@@ -64,6 +71,7 @@ impl ChatSession {
         let where_ = match tail {
             Tail::None => "turn_boundary",
             Tail::InFlightBatch => "tool_loop",
+            Tail::LastRequest => "turn_start",
         };
         let event = |phase: &str, ok: Option<bool>, reason: Option<String>| {
             Event::Compaction(turnstone_protocol::Compaction {
@@ -85,15 +93,28 @@ impl ChatSession {
 
     async fn summarize(&mut self, tail: Tail) -> Result<(), SessionError> {
         let split = self.tail_start(tail);
-        let mut history = self.turns[..split].to_vec();
-        history.push(Turn::text(Role::User, COMPACTION_PROMPT));
-        self.request_override = Some(history);
-        let result = self.stream_turn().await;
-        self.request_override = None;
-        let summary = match result {
-            Ok(t) => t.text_content(),
-            Err(StreamFailure::Cancelled(_)) => return Err(SessionError::Cancelled),
-            Err(StreamFailure::Error(e)) => return Err(e),
+        // Where the summarized part starts: later when even the summary
+        // request is too long for the model.
+        let mut start = 0;
+        let summary = loop {
+            let mut history = self.turns[start..split].to_vec();
+            history.push(Turn::text(Role::User, COMPACTION_PROMPT));
+            self.request_override = Some(history);
+            let result = self.stream_turn().await;
+            self.request_override = None;
+            match result {
+                Ok(t) => break t.text_content(),
+                Err(StreamFailure::Cancelled(_)) => return Err(SessionError::Cancelled),
+                Err(StreamFailure::Error(e)) if is_overflow(&e) && split - start > 2 => {
+                    let from = user_boundary(&self.turns, start + (split - start) / 2, split);
+                    self.emit(Event::info(format!(
+                        "Too long to summarize at once: leaving the oldest {} turns out of the summary.",
+                        from - start
+                    )));
+                    start = from;
+                }
+                Err(StreamFailure::Error(e)) => return Err(e),
+            }
         };
         if summary.trim().is_empty() {
             return Err(SessionError::EmptySummary);
@@ -103,6 +124,7 @@ impl ChatSession {
             Turn::text(Role::Assistant, summary),
         ];
         if split < self.turns.len()
+            && tail == Tail::InFlightBatch
             && let Some(request) = self.turns[..split]
                 .iter()
                 .rev()
@@ -141,5 +163,49 @@ impl ChatSession {
             "Conversation compacted: {split} turns summarized."
         )));
         Ok(())
+    }
+}
+
+/// Whether a failure is the provider refusing a request longer than the
+/// model's context window.
+pub(super) fn is_overflow(e: &SessionError) -> bool {
+    matches!(
+        e,
+        SessionError::Provider(turnstone_runtime::provider_error::ProviderError::ContextLength(_))
+    )
+}
+
+/// The first real user turn at or after `from` (before `end`), so a shortened
+/// history starts at a request rather than inside a tool exchange; `from`
+/// itself when there is none.
+fn user_boundary(turns: &[Turn], from: usize, end: usize) -> usize {
+    (from..end)
+        .find(|&i| turns[i].role == Role::User && turns[i].meta.source.is_none())
+        .unwrap_or(from)
+}
+
+impl ChatSession {
+    /// After a context-length refusal: compacts (keeping an in-flight tool
+    /// batch verbatim) so the request can be sent again; false when there is
+    /// nothing to compact or the compaction failed.
+    pub(super) async fn recover_from_overflow(&mut self) -> bool {
+        let tail = if self.turns.last().is_some_and(|t| t.role == Role::Tool) {
+            Tail::InFlightBatch
+        } else {
+            Tail::LastRequest
+        };
+        if self.tail_start(tail) < 2 {
+            return false;
+        }
+        self.emit(Event::info(
+            "The conversation is longer than the model's context window: compacting it and trying again.",
+        ));
+        match self.compact_inner(tail, "overflow").await {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!("compaction after a context-length error failed: {e}");
+                false
+            }
+        }
     }
 }

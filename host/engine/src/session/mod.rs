@@ -11,6 +11,7 @@ mod prompt;
 mod queue;
 mod skill;
 mod stream;
+mod title;
 mod tools;
 
 pub use agent::{AgentContext, LOCAL_USER, save_skill};
@@ -18,6 +19,7 @@ pub use edit::{EditError, MODEL_ALIAS_KEY};
 pub use prompt::{MEMORY_INDEX_BUDGET, memory_index};
 pub use queue::{CancelHandle, MAX_QUEUED, MessageQueue, QueueFull};
 pub use skill::{ActiveSkill, SKILL_KEY, SkillChoice, SkillSlot};
+pub use title::{TitleJob, clean as clean_title};
 
 use crate::events::EventSink;
 use crate::turn::{Role, Turn};
@@ -328,6 +330,10 @@ pub struct ChatSession {
     memory_index: Option<Option<String>>,
     /// The workstream's project, once looked up.
     project: Option<Option<String>>,
+    /// Titles on (`Some`), with their own binding or the session's (`None`).
+    titles: Option<Option<ModelBinding>>,
+    /// The title call was considered (once per session).
+    titled: bool,
 }
 
 /// What `status` reports besides the latest call's tokens.
@@ -372,6 +378,8 @@ impl ChatSession {
             skill: SkillSlot::default(),
             memory_index: None,
             project: None,
+            titles: None,
+            titled: false,
         }
     }
 
@@ -604,6 +612,8 @@ impl ChatSession {
         let mut user = Turn::text(Role::User, input);
         user.content.extend(extra);
         self.append(user).await?;
+        // A context-length refusal compacts and retries once per turn.
+        let mut overflow_recovered = false;
         loop {
             let assistant = match self.stream_turn().await {
                 Ok(t) => t,
@@ -617,6 +627,12 @@ impl ChatSession {
                     return Err(SessionError::Cancelled);
                 }
                 Err(StreamFailure::Error(e)) => {
+                    if !overflow_recovered && compact::is_overflow(&e) {
+                        overflow_recovered = true;
+                        if self.recover_from_overflow().await {
+                            continue;
+                        }
+                    }
                     self.emit(Event::error(e.to_string()));
                     self.state(SessionState::Error);
                     return Err(e);
