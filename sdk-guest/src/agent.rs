@@ -71,7 +71,11 @@ pub mod memory {
     }
 
     /// Best matches for `query`.
-    pub fn search(query: &str, scope: Option<Scope>, limit: u32) -> Result<Vec<Memory>, AgentError> {
+    pub fn search(
+        query: &str,
+        scope: Option<Scope>,
+        limit: u32,
+    ) -> Result<Vec<Memory>, AgentError> {
         w::search(query, scope, limit).map_err(err)
     }
 

@@ -207,7 +207,10 @@ impl Tool for MemoryTool {
             }
             Action::Get => format!("memory get: {}", name_of(args, "get")?),
             Action::Delete => format!("memory delete: {}", name_of(args, "delete")?),
-            Action::Search => format!("memory search: {}", required(&args.query, "query", "search")?),
+            Action::Search => format!(
+                "memory search: {}",
+                required(&args.query, "query", "search")?
+            ),
             Action::List => "memory list".to_string(),
         };
         Ok(Preview::auto(header))
@@ -318,7 +321,13 @@ mod tests {
             r#"{"action": "save", "name": "x", "content": "y", "type": "project", "scope": "user"}"#,
         )
         .unwrap();
-        assert_eq!((a.action, a.kind, a.scope), (Action::Save, Some(Kind::General), Some(Where::User)));
-        assert!(turnstone_plugin_sdk::serde_json::from_str::<MemoryArgs>(r#"{"action": "forget"}"#).is_err());
+        assert_eq!(
+            (a.action, a.kind, a.scope),
+            (Action::Save, Some(Kind::General), Some(Where::User))
+        );
+        assert!(
+            turnstone_plugin_sdk::serde_json::from_str::<MemoryArgs>(r#"{"action": "forget"}"#)
+                .is_err()
+        );
     }
 }

@@ -39,7 +39,7 @@ pub fn snippet(text: &str, query: &str) -> String {
     let mut out: String = chars[start..end].iter().map(|(_, c)| *c).collect();
     out = out.split_whitespace().collect::<Vec<_>>().join(" ");
     if start > 0 {
-        out.insert_str(0, "…");
+        out.insert(0, '…');
     }
     if end < chars.len() {
         out.push('…');
@@ -77,7 +77,8 @@ impl Tool for Recall {
         }
         let limit = args.limit.unwrap_or(20).clamp(1, MAX_LIMIT);
         let offset = args.offset.unwrap_or(0);
-        let hits = history::search(query, limit, offset).map_err(|e| ToolError::new(e.to_string()))?;
+        let hits =
+            history::search(query, limit, offset).map_err(|e| ToolError::new(e.to_string()))?;
         if hits.is_empty() {
             return Ok(if offset > 0 {
                 format!("No more matches for {query:?}.")

@@ -43,7 +43,10 @@ pub struct SkillsArgs {
 }
 
 fn line(s: &SkillInfo) -> String {
-    let mut l = format!("- {} (v{}, risk {}): {}", s.name, s.version, s.risk_level, s.description);
+    let mut l = format!(
+        "- {} (v{}, risk {}): {}",
+        s.name, s.version, s.risk_level, s.description
+    );
     if let Some(c) = &s.category {
         l.push_str(&format!(" [{c}]"));
     }
@@ -93,9 +96,10 @@ impl Tool for Skills {
     fn prepare(args: &SkillsArgs, _ctx: &Context) -> Result<Preview, ToolError> {
         Ok(match args.action {
             Action::List => Preview::auto("skills list"),
-            Action::Search => {
-                Preview::auto(format!("skills search: {}", need(&args.query, "query", "search")?))
-            }
+            Action::Search => Preview::auto(format!(
+                "skills search: {}",
+                need(&args.query, "query", "search")?
+            )),
             // Loading changes how the session behaves: the user decides.
             Action::Load => {
                 let name = need(&args.name, "name", "load")?;
@@ -169,9 +173,15 @@ mod tests {
 
     #[test]
     fn arguments_parse_and_unknown_actions_are_refused() {
-        let a: SkillsArgs = turnstone_plugin_sdk::serde_json::from_str(r#"{"action": "load", "name": "deploy", "arguments": {"env": "prod"}}"#).unwrap();
+        let a: SkillsArgs = turnstone_plugin_sdk::serde_json::from_str(
+            r#"{"action": "load", "name": "deploy", "arguments": {"env": "prod"}}"#,
+        )
+        .unwrap();
         assert_eq!(a.action, Action::Load);
         assert_eq!(a.arguments.unwrap()["env"], "prod");
-        assert!(turnstone_plugin_sdk::serde_json::from_str::<SkillsArgs>(r#"{"action": "run"}"#).is_err());
+        assert!(
+            turnstone_plugin_sdk::serde_json::from_str::<SkillsArgs>(r#"{"action": "run"}"#)
+                .is_err()
+        );
     }
 }

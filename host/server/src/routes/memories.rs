@@ -433,7 +433,7 @@ pub(crate) async fn save(
     let scope_id = match (scope, &given) {
         (MemoryScope::Workstream, Some(g)) if !g.is_empty() => scope_id(&state, &id, scope, given)
             .await?
-            .ok_or_else(|| ApiError::workstream_not_found())?,
+            .ok_or_else(ApiError::workstream_not_found)?,
         _ => scope_id(&state, &id, scope, given)
             .await?
             .ok_or_else(|| bad_request("scope_id is required for workstream scope"))?,
