@@ -248,7 +248,7 @@ async fn skills_are_administered_with_versions_and_a_skill_shapes_the_next_reque
     // `/skill` through the command route: unknown and incomplete are 400.
     let ws = srv.create(&bob, json!({"name": "r"})).await;
     for (cmd, status) in [
-        ("/skill nope", 400),
+        ("/skill nope", 404),
         ("/skill review", 400),
         ("/skill review 1 2 3", 400),
         ("/skill review 42 depth=quick", 200),

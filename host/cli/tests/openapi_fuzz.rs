@@ -76,6 +76,12 @@ parameters = {{ "path.ws_id" = "{doomed}" }}
 [[operations]]
 include-path = "/v1/api/admin/plugins/install"
 checks.positive_data_acceptance.expected-statuses = ["2xx", "400", "401", "403", "404", "409", "429"]
+
+# Likewise a SKILL.md: YAML frontmatter with a valid name and description is
+# beyond JSON Schema, so schema-valid documents may be refused with 400.
+[[operations]]
+include-path-regex = "^/v1/api/admin/skills"
+checks.positive_data_acceptance.expected-statuses = ["2xx", "400", "401", "403", "404", "409", "429"]
 "#
         ),
     )

@@ -24,11 +24,11 @@ pub enum SkillCommand {
     },
 }
 
-/// Parses what follows `/skill`; the error says what is wrong (unbalanced
-/// quotes).
+/// Parses what follows `/skill`. Text with an unbalanced quote (`don't`)
+/// is split at whitespace, taking quotes literally.
 pub fn parse_command(arg: &str) -> Result<SkillCommand, String> {
     let words = shlex::split(arg.trim())
-        .ok_or_else(|| format!("cannot split {arg:?} into words (an unclosed quote?)"))?;
+        .unwrap_or_else(|| arg.split_whitespace().map(str::to_string).collect());
     let mut words = words.into_iter();
     let Some(name) = words.next() else {
         return Ok(SkillCommand::List);
@@ -107,7 +107,14 @@ mod tests {
         assert_eq!(parse_command("  ").unwrap(), SkillCommand::List);
         assert_eq!(parse_command("off").unwrap(), SkillCommand::Off);
         assert!(parse_command("off now").is_err());
-        assert!(parse_command("review 'open").is_err());
+        assert_eq!(
+            parse_command("review don't").unwrap(),
+            SkillCommand::Use {
+                name: "review".into(),
+                positional: vec!["don't".into()],
+                named: BTreeMap::new(),
+            }
+        );
         let SkillCommand::Use {
             name,
             positional,

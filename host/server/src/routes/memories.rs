@@ -407,6 +407,7 @@ fn save_error(e: StorageError) -> ApiError {
     responses(
         (status = 200, description = "The memory as saved", body = MemorySummary),
         BadInput,
+        Missing,
         TooLarge,
         Guarded,
     )

@@ -533,8 +533,8 @@ pub(crate) async fn retry(
     edit_answer(w.session.submit(Op::Retry).await)
 }
 
-/// `POST /api/command`: `/clear`, `/compact`, `/name <title>`.
-#[utoipa::path(post, path = "/v1/api/command", tag = "workstreams", summary = "Run /clear, /compact or /name <title>", request_body = CommandBody, responses((status = 200, description = "Done", body = StatusOk), BadInput, Guarded, Missing, (status = 409, description = "A turn is running", body = BusyBody)))]
+/// `POST /api/command`: `/clear`, `/compact`, `/name <title>`, `/skill …`.
+#[utoipa::path(post, path = "/v1/api/command", tag = "workstreams", summary = "Run /clear, /compact, /name <title> or /skill NAME [ARGS] | off", request_body = CommandBody, responses((status = 200, description = "Done", body = StatusOk), BadInput, Guarded, Missing, (status = 409, description = "A turn is running", body = BusyBody)))]
 pub(crate) async fn command(
     State(state): State<AppState>,
     Extension(id): Extension<Identity>,
@@ -598,6 +598,9 @@ async fn skill_op(state: &AppState, arg: &str) -> Result<Op, ApiError> {
         } => {
             let lib = super::skills::library(state)?;
             let catalog = lib.catalog().await;
+            if catalog.get(&name).is_none() {
+                return Err(ApiError::NotFound(format!("no skill named {name:?}")));
+            }
             Op::UseSkill {
                 arguments: bind_arguments(&catalog, &name, positional, named)
                     .map_err(bad_request)?,
