@@ -534,3 +534,131 @@ fn slash_commands_edit_the_conversation_and_report() {
     line(&mut p, "/exit");
     p.expect(Eof).unwrap();
 }
+
+/// A `review` skill in `<dir>/skills`, listed in the config.
+fn with_review_skill(env: &Env) {
+    let skills = env.dir.path().join("skills/review");
+    std::fs::create_dir_all(&skills).unwrap();
+    std::fs::write(
+        skills.join("SKILL.md"),
+        "---\nname: review\ndescription: Review a change\nallowed_tools: [read_file]\narguments:\n  - name: pr\n    required: true\n---\nReview PR {{pr}} closely.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        env.dir.path().join("config.toml"),
+        format!(
+            "[skills]\ndirs = [\"{}\"]\n",
+            env.dir.path().join("skills").display()
+        ),
+    )
+    .unwrap();
+}
+
+fn piped(env: &Env, extra: &[&str], input: &str) -> std::process::Output {
+    use std::io::Write;
+    let mut child = env
+        .command(extra)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn system_of(messages: &[serde_json::Value]) -> String {
+    messages
+        .iter()
+        .filter(|m| m["role"] == "system")
+        .filter_map(|m| m["content"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn skill_and_memory_commands_work_in_the_terminal() {
+    let env = Env::new(vec![
+        sse(openai::tool_call(
+            "m1",
+            "memory",
+            &[
+                r#"{"action": "save", "name": "style", "content": "terse answers", "description": "how to answer", "scope": "user"}"#,
+            ],
+        )),
+        sse(openai::text(&["noted"])),
+        sse(openai::text(&["reviewed"])),
+    ]);
+    with_review_skill(&env);
+    let out = piped(
+        &env,
+        &[],
+        "remember my style\n/memory\n/skill\n/skill nope\n/skill review 42\ngo\n/memory show style\n/memory forget style\n/memory\n",
+    );
+    let all = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{all}");
+    // /memory lists what the tool saved; /skill lists and refuses an unknown one.
+    assert!(
+        all.contains("style") && all.contains("how to answer"),
+        "{all}"
+    );
+    assert!(
+        all.contains("review") && all.contains("(args: pr)"),
+        "{all}"
+    );
+    assert!(all.contains("no skill named \"nope\""), "{all}");
+    assert!(
+        all.contains("skill review v1 is active (tools: read_file)"),
+        "{all}"
+    );
+    assert!(
+        all.contains("style · user · general"),
+        "/memory show: {all}"
+    );
+    assert!(all.contains("forgot style (user memory)"), "{all}");
+    assert!(all.contains("No memories yet."), "after forgetting: {all}");
+    // The turn after /skill carries it, with only its tools.
+    let reqs = env.llm.requests();
+    assert_eq!(reqs.len(), 3);
+    let system = system_of(&env.request(2));
+    assert!(system.contains("Review PR 42 closely."), "{system}");
+    let tools: Vec<&str> = reqs[2].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["function"]["name"].as_str())
+        .collect();
+    assert_eq!(tools, ["read_file"]);
+}
+
+#[test]
+fn skill_flag_starts_with_a_skill_or_refuses_an_unknown_one() {
+    let env = Env::new(vec![sse(openai::text(&["on it"]))]);
+    with_review_skill(&env);
+    let out = piped(&env, &["--skill", "nope"], "hello\n");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("--skill: no skill named \"nope\""),
+        "{stderr}"
+    );
+    assert!(env.llm.requests().is_empty());
+
+    let out = piped(&env, &["--skill", "review pr=7"], "hello\n");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    env.wait_for_requests(1);
+    assert!(system_of(&env.request(0)).contains("Review PR 7 closely."));
+}

@@ -7,7 +7,8 @@ ALTER TABLE structured_memories ADD CONSTRAINT structured_memories_type_check
     CHECK (type IN ('user', 'general', 'feedback', 'reference'));
 ALTER TABLE structured_memories ADD CONSTRAINT structured_memories_scope_check
     CHECK (scope IN ('global', 'workstream', 'user', 'project'));
-CREATE INDEX structured_memories_scope ON structured_memories (scope, scope_id);
+-- Newest first within a scope: the memory index reads the top of each visible scope.
+CREATE INDEX structured_memories_scope ON structured_memories (scope, scope_id, updated);
 
 -- Who saved a skill version.
 ALTER TABLE prompt_templates ADD COLUMN created_by TEXT;

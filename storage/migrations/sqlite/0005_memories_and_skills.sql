@@ -21,7 +21,8 @@ SELECT memory_id, name, description, CASE type WHEN 'project' THEN 'general' ELS
 FROM structured_memories;
 DROP TABLE structured_memories;
 ALTER TABLE structured_memories_new RENAME TO structured_memories;
-CREATE INDEX structured_memories_scope ON structured_memories (scope, scope_id);
+-- Newest first within a scope: the memory index reads the top of each visible scope.
+CREATE INDEX structured_memories_scope ON structured_memories (scope, scope_id, updated);
 
 -- Who saved a skill version.
 ALTER TABLE prompt_templates ADD COLUMN created_by TEXT;

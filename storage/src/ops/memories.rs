@@ -11,17 +11,6 @@ macro_rules! memory_columns {
 
 pub(crate) use memory_columns;
 
-/// The memories a [`crate::types::MemoryView`] bound as `$1` (user), `$2`
-/// (workstream), `$3` (project) may see.
-macro_rules! visible_clause {
-    () => {
-        "(scope = 'global' OR (scope = 'user' AND scope_id = $1) \
-         OR (scope = 'workstream' AND scope_id = $2) OR (scope = 'project' AND scope_id = $3))"
-    };
-}
-
-pub(crate) use visible_clause;
-
 /// Checks a memory before it is saved and returns its type (`None`: keep an
 /// existing memory's, `general` for a new one; the older name `project` is
 /// `general`) and scope (default `global`).
@@ -202,13 +191,34 @@ macro_rules! impl_memory_store {
                 memory_type: Option<&str>,
                 limit: i64,
             ) -> $crate::error::Result<Vec<$crate::types::Memory>> {
+                // The newest of each visible scope (one index range each,
+                // read in index order: no tie-break column, or every row of
+                // the scope is sorted), then the newest of those.
+                macro_rules! newest_of {
+                    ($where:literal, $alias:literal) => {
+                        concat!(
+                            "SELECT * FROM (SELECT ",
+                            $crate::ops::memories::memory_columns!(),
+                            " FROM structured_memories WHERE ",
+                            $where,
+                            " AND ($4 IS NULL OR scope = $4) AND ($5 IS NULL OR type = $5) \
+                             ORDER BY updated DESC LIMIT $6) AS ",
+                            $alias
+                        )
+                    };
+                }
                 let rows = sqlx::query(concat!(
-                    "SELECT ",
-                    $crate::ops::memories::memory_columns!(),
-                    " FROM structured_memories WHERE ",
-                    $crate::ops::memories::visible_clause!(),
-                    " AND ($4 IS NULL OR scope = $4) AND ($5 IS NULL OR type = $5) \
-                     ORDER BY updated DESC, memory_id LIMIT $6"
+                    "SELECT * FROM (",
+                    // Global memories have no scope id; saying so lets the
+                    // index serve the order.
+                    newest_of!("scope = 'global' AND scope_id = ''", "g"),
+                    " UNION ALL ",
+                    newest_of!("scope = 'user' AND scope_id = $1", "u"),
+                    " UNION ALL ",
+                    newest_of!("scope = 'workstream' AND scope_id = $2", "w"),
+                    " UNION ALL ",
+                    newest_of!("scope = 'project' AND scope_id = $3", "p"),
+                    ") AS visible ORDER BY updated DESC, memory_id LIMIT $6"
                 ))
                 .bind(&view.user_id)
                 .bind(&view.ws_id)
