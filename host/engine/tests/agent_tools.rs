@@ -111,7 +111,7 @@ async fn memories_and_history_stay_with_their_user() {
             sse(openai::tool_call(
                 "c3",
                 "memory",
-                &[r#"{"action": "save", "name": "house_rule", "content": "run the tests before committing", "description": "how we commit", "type": "feedback"}"#],
+                &[r#"{"action": "save", "name": "house_rule", "content": "run the tests before committing", "description": "how we commit", "type": "feedback", "scope": "global"}"#],
             )),
             sse(openai::text(&["Saved."])),
             // Bob lists, searches and recalls: only his and the global one.
@@ -140,7 +140,20 @@ async fn memories_and_history_stay_with_their_user() {
 
     let alice_ws = workstream(&db, "alice", "billing").await;
     let mut alice = agent_session(&f, &db, &alice_ws, "alice", None);
+    // The global memory is shared with everyone: saving it asks.
+    f.recorder.approve(true);
     alice.send("remember things about invoices").await.unwrap();
+    let asked: Vec<String> = f
+        .recorder
+        .prompts()
+        .iter()
+        .flat_map(|p| p.items.iter().map(|i| i.header.clone()))
+        .collect();
+    assert_eq!(
+        asked,
+        ["memory save (global, shared with every user): house_rule"],
+        "only the shared save asked"
+    );
     assert!(
         tool_output(&f, 1, "c1").contains("Saved memory `tone` (user, user)"),
         "{}",
@@ -277,4 +290,87 @@ async fn a_loaded_skill_shapes_the_next_requests() {
     let active = resumed.active_skill().expect("the skill came back");
     assert_eq!(active.info.name, "review");
     assert!(active.body.contains("error handling"));
+}
+
+#[tokio::test]
+async fn tool_saved_skills_cannot_replace_files_or_others_and_never_auto_approve() {
+    let skills_dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        skills_dir.path().join("review.md"),
+        "---\nname: review\ndescription: Review carefully\n---\nReview.\n",
+    )
+    .unwrap();
+    let create = |id: &str, name: &str| {
+        sse(openai::tool_call(
+            id,
+            "skills",
+            &[&serde_json::json!({
+                "action": "create",
+                "document": format!("---\nname: {name}\ndescription: mine\n---\nDo it.\n"),
+            })
+            .to_string()],
+        ))
+    };
+    let f = session(
+        vec![
+            create("s1", "review"),
+            create("s2", "mine"),
+            sse(openai::tool_call(
+                "s3",
+                "skills",
+                &[r#"{"action": "load", "name": "fast"}"#],
+            )),
+            sse(openai::tool_call(
+                "s4",
+                "write_file",
+                &[r#"{"path": "x.txt", "content": "y"}"#],
+            )),
+            sse(openai::text(&["done"])),
+            create("b1", "mine"),
+            sse(openai::text(&["done"])),
+        ],
+        false,
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let db = database(dir.path()).await;
+    let lib = SkillLibrary::new(vec![skills_dir.path().to_path_buf()], Some(db.clone()));
+    // An administrator's database skill that asks to skip approvals.
+    turnstone_engine::session::save_skill(
+        &lib,
+        &db,
+        "---\nname: fast\ndescription: Go fast\nauto_approve: true\n---\nGo.\n",
+        Some("admin".into()),
+    )
+    .await
+    .unwrap();
+
+    let ws = workstream(&db, "alice", "a").await;
+    let mut alice = agent_session(&f, &db, &ws, "alice", Some(lib.clone()));
+    for _ in 0..4 {
+        f.recorder.approve(true);
+    }
+    alice.send("make skills").await.unwrap();
+    let refused = tool_output(&f, 1, "s1");
+    assert!(refused.contains("operator's skill files"), "{refused}");
+    assert!(tool_output(&f, 2, "s2").contains("mine"), "saved");
+    assert!(tool_output(&f, 3, "s3").contains("Loaded skill fast"));
+    // The database skill's auto_approve is not honoured: write_file asked.
+    let asked: Vec<String> = f
+        .recorder
+        .prompts()
+        .iter()
+        .flat_map(|p| p.items.iter().map(|i| i.header.clone()))
+        .collect();
+    assert!(asked.iter().any(|h| h.contains("write_file")), "{asked:?}");
+    assert_eq!(std::fs::read_to_string(f.ws.join("x.txt")).unwrap(), "y");
+
+    // Bob cannot publish a new version of Alice's skill.
+    let ws_b = workstream(&db, "bob", "b").await;
+    let mut bob = agent_session(&f, &db, &ws_b, "bob", Some(lib));
+    f.recorder.approve(true);
+    bob.send("overwrite it").await.unwrap();
+    let other = tool_output(&f, 6, "b1");
+    assert!(other.contains("saved by someone else"), "{other}");
+    assert_eq!(db.skill_versions("mine").await.unwrap().len(), 1);
 }

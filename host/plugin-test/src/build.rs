@@ -43,9 +43,20 @@ pub fn build_component_in(
                 .is_some_and(|m| m == want)
         })
         .ok_or_else(|| KitError::Build(format!("{} is not a package", manifest_path.display())))?;
-    let crate_name = package["name"]
-        .as_str()
-        .ok_or_else(|| KitError::Build("the package has no name".into()))?
+    // The artifact is named after the cdylib target (`[lib] name`), which
+    // defaults to the package name.
+    let crate_name = package["targets"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|t| {
+            t["kind"]
+                .as_array()
+                .is_some_and(|k| k.iter().any(|k| k == "cdylib"))
+        })
+        .and_then(|t| t["name"].as_str())
+        .or_else(|| package["name"].as_str())
+        .ok_or_else(|| KitError::Build("the package has no cdylib target".into()))?
         .replace('-', "_");
     let out = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
         .args([
@@ -82,9 +93,32 @@ pub fn build_component_in(
         .join(format!("{crate_name}.wasm"));
     let stage = target_dir.join("plugin-test").join(name);
     std::fs::create_dir_all(&stage)?;
-    std::fs::copy(&built, stage.join(component))?;
-    std::fs::write(stage.join("plugin.toml"), manifest_text)?;
+    // Tests running side by side load what another one is staging: each
+    // file is replaced whole (written beside it, then renamed).
+    replace(&built, &stage.join(component))?;
+    let tmp = stage.join(format!(".plugin.toml.{}", unique()));
+    std::fs::write(&tmp, manifest_text)?;
+    std::fs::rename(&tmp, stage.join("plugin.toml"))?;
     Ok(stage)
+}
+
+/// A suffix no other stager (thread or process) uses at the same time.
+fn unique() -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("{}-{n}", std::process::id())
+}
+
+/// Copies `from` over `to` atomically.
+fn replace(from: &Path, to: &Path) -> Result<(), KitError> {
+    let name = to
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = to.with_file_name(format!(".{name}.{}", unique()));
+    std::fs::copy(from, &tmp)?;
+    std::fs::rename(&tmp, to)?;
+    Ok(())
 }
 
 fn metadata(manifest_path: &Path) -> Result<serde_json::Value, KitError> {

@@ -119,6 +119,20 @@ impl Builder {
         let workspace = tempfile::tempdir()?;
         let root = std::fs::canonicalize(workspace.path())?;
         for (path, contents) in &self.files {
+            // Inside the scratch workspace only.
+            if path.is_absolute()
+                || path
+                    .components()
+                    .any(|c| !matches!(c, std::path::Component::Normal(_)))
+            {
+                return Err(KitError::Io(std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    format!(
+                        "{} is not a relative path inside the workspace",
+                        path.display()
+                    ),
+                )));
+            }
             let dest = root.join(path);
             if let Some(parent) = dest.parent() {
                 std::fs::create_dir_all(parent)?;

@@ -109,3 +109,40 @@ async fn recall_and_skills_are_denied_without_their_grants() {
         s.output
     );
 }
+
+#[tokio::test]
+async fn writing_shared_memories_asks_and_private_ones_do_not() {
+    let rt = runtime();
+    let (_t, ws) = workspace();
+    let p = rt
+        .load(
+            source("components", "memory", true),
+            PluginSettings {
+                workspace: Some(ws.clone()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let ask = |args: serde_json::Value| {
+        let p = &p;
+        let ws = ws.clone();
+        async move {
+            p.prepare("memory", &args.to_string(), &ctx(&ws))
+                .await
+                .unwrap()
+                .unwrap()
+                .needs_approval
+        }
+    };
+    assert!(
+        ask(serde_json::json!({"action": "save", "name": "n", "content": "c", "scope": "global"}))
+            .await
+    );
+    assert!(ask(serde_json::json!({"action": "delete", "name": "n", "scope": "global"})).await);
+    // The default scope is the user's own.
+    assert!(!ask(serde_json::json!({"action": "save", "name": "n", "content": "c"})).await);
+    assert!(
+        !ask(serde_json::json!({"action": "delete", "name": "n", "scope": "workstream"})).await
+    );
+}

@@ -74,8 +74,10 @@ pub struct MemoryArgs {
     /// for a new memory; list: only this type).
     #[serde(default, rename = "type")]
     pub kind: Option<Kind>,
-    /// `global` (default for save, get and delete), `workstream`, `user` or
-    /// `project` (search and list: only this scope).
+    /// `user` (default for save and delete), `workstream`, `project` or
+    /// `global` (shared with every user: saving or deleting there asks
+    /// first). get without a scope looks in user, workstream, project, then
+    /// global; search and list: only this scope.
     #[serde(default)]
     pub scope: Option<Where>,
     /// Search words (search).
@@ -175,13 +177,31 @@ fn agent(e: turnstone_plugin_sdk::agent::AgentError) -> ToolError {
     ToolError::new(e.to_string())
 }
 
+/// `name` in the first scope that has it: user, workstream, project, global
+/// (a scope this session has not is skipped).
+fn find_anywhere(name: &str) -> Result<(Option<memory::Memory>, Scope), ToolError> {
+    for s in [
+        Scope::User,
+        Scope::Workstream,
+        Scope::Project,
+        Scope::Global,
+    ] {
+        match memory::get(name, s) {
+            Ok(Some(m)) => return Ok((Some(m), s)),
+            Ok(None) | Err(turnstone_plugin_sdk::agent::AgentError::Invalid(_)) => {}
+            Err(e) => return Err(agent(e)),
+        }
+    }
+    Ok((None, Scope::User))
+}
+
 /// `memory`.
 pub struct MemoryTool;
 
 impl Tool for MemoryTool {
     type Args = MemoryArgs;
     const NAME: &'static str = "memory";
-    const DESCRIPTION: &'static str = "Structured persistent memory across sessions. Save what is worth remembering (user preferences, project knowledge, feedback on how to work, pointers to references) with a short snake_case name and a one-line description of when it is relevant; search, list, get or delete memories. Scope `global` is shared, `workstream` stays in this workstream, `user` follows the user everywhere, `project` belongs to this workstream's project.";
+    const DESCRIPTION: &'static str = "Structured persistent memory across sessions. Save what is worth remembering (user preferences, project knowledge, feedback on how to work, pointers to references) with a short snake_case name and a one-line description of when it is relevant; search, list, get or delete memories. Scope `user` (the default) follows the user everywhere, `workstream` stays in this workstream, `project` belongs to this workstream's project, `global` is shared with every user (saving or deleting there asks the user first).";
 
     fn meta() -> ToolMeta {
         ToolMeta {
@@ -199,14 +219,30 @@ impl Tool for MemoryTool {
     }
 
     fn prepare(args: &MemoryArgs, _ctx: &Context) -> Result<Preview, ToolError> {
+        // Global memories reach every user (and their memory index): the
+        // user approves writing or deleting one.
+        let shared = matches!(args.scope, Some(Where::Global));
         let header = match args.action {
             Action::Save => {
                 let name = name_of(args, "save")?;
                 required(&args.content, "content", "save")?;
+                if shared {
+                    return Ok(Preview::ask(format!(
+                        "memory save (global, shared with every user): {name}"
+                    )));
+                }
                 format!("memory save: {name}")
             }
             Action::Get => format!("memory get: {}", name_of(args, "get")?),
-            Action::Delete => format!("memory delete: {}", name_of(args, "delete")?),
+            Action::Delete => {
+                let name = name_of(args, "delete")?;
+                if shared {
+                    return Ok(Preview::ask(format!(
+                        "memory delete (global, shared with every user): {name}"
+                    )));
+                }
+                format!("memory delete: {name}")
+            }
             Action::Search => format!(
                 "memory search: {}",
                 required(&args.query, "query", "search")?
@@ -232,7 +268,7 @@ impl Tool for MemoryTool {
                     content,
                     description,
                     kind: args.kind.map(kind),
-                    scope: where_.unwrap_or(Scope::Global),
+                    scope: where_.unwrap_or(Scope::User),
                 })
                 .map_err(agent)?;
                 Ok(format!(
@@ -245,8 +281,11 @@ impl Tool for MemoryTool {
             }
             Action::Get => {
                 let name = name_of(&args, "get")?;
-                let s = where_.unwrap_or(Scope::Global);
-                match memory::get(&name, s).map_err(agent)? {
+                let (found, s) = match where_ {
+                    Some(s) => (memory::get(&name, s).map_err(agent)?, s),
+                    None => find_anywhere(&name)?,
+                };
+                match found {
                     Some(m) => Ok(format!(
                         "{} [{}, {}] — {}\n\n{}",
                         m.name,
@@ -264,7 +303,7 @@ impl Tool for MemoryTool {
             }
             Action::Delete => {
                 let name = name_of(&args, "delete")?;
-                let s = where_.unwrap_or(Scope::Global);
+                let s = where_.unwrap_or(Scope::User);
                 if memory::delete(&name, s).map_err(agent)? {
                     Ok(format!("Deleted memory `{name}` ({}).", scope_name(s)).into())
                 } else {

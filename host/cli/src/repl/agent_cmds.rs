@@ -213,13 +213,35 @@ impl Repl {
         name: &str,
         scope: Option<&str>,
     ) -> Result<Memory, String> {
-        let all = self
-            .app
-            .storage
-            .list_visible_memories(view, scope, None, i64::from(u16::MAX))
-            .await
-            .map_err(|e| e.to_string())?;
-        let mut same: Vec<Memory> = all.into_iter().filter(|m| m.name == name).collect();
+        let places = [
+            ("user", view.user_id.clone()),
+            ("workstream", view.ws_id.clone()),
+            ("project", view.project_id.clone()),
+            ("global", Some(String::new())),
+        ];
+        if let Some(s) = scope
+            && !places.iter().any(|(p, _)| *p == s)
+        {
+            return Err(format!(
+                "{s:?} is not a scope (user, workstream, project or global)"
+            ));
+        }
+        let mut same = Vec::new();
+        for (place, id) in places {
+            let Some(id) = id else { continue };
+            if scope.is_some_and(|s| s != place) {
+                continue;
+            }
+            if let Some(m) = self
+                .app
+                .storage
+                .get_memory(name, place, &id)
+                .await
+                .map_err(|e| e.to_string())?
+            {
+                same.push(m);
+            }
+        }
         match same.len() {
             0 => Err(format!("no memory named {name:?} here (see /memory)")),
             1 => Ok(same.remove(0)),

@@ -420,6 +420,7 @@ impl SessionHost for SessionAgent {
         Box::pin(async move {
             let lib = lib?;
             let db = db.map_err(SkillsError::Unavailable)?;
+            check_tool_save(&lib, &db, &document, by.as_deref()).await?;
             let info = save_skill(&lib, &db, &document, by).await?;
             Ok(skill_to_wit(&info))
         })
@@ -443,6 +444,38 @@ impl SessionAgent {
 
 /// Saves `document` as the next version of its skill (parsed first, so a
 /// broken document never reaches the catalogue); returns it as listed.
+/// What a tool may save: a new skill, or a new version of one the same
+/// user saved. The operator's skill files and other people's skills are
+/// changed by administrators (the admin API), not by a model.
+async fn check_tool_save(
+    lib: &SkillLibrary,
+    db: &Storage,
+    document: &str,
+    by: Option<&str>,
+) -> Result<(), SkillsError> {
+    let doc = crate::skills::parse(document).map_err(|e| SkillsError::Invalid(e.to_string()))?;
+    let name = &doc.meta.name;
+    if let Some(existing) = lib.catalog().await.get(name)
+        && matches!(existing.info.source, SkillSource::File(_))
+    {
+        return Err(SkillsError::Invalid(format!(
+            "skill {name} comes from the operator's skill files; a tool cannot replace it"
+        )));
+    }
+    let stored = db
+        .get_skill(name, None)
+        .await
+        .map_err(|e| SkillsError::Unavailable(e.to_string()))?;
+    if let Some(rec) = stored
+        && rec.created_by.as_deref() != by
+    {
+        return Err(SkillsError::Invalid(format!(
+            "skill {name} was saved by someone else; an administrator can update it (PUT /v1/api/admin/skills/{name})"
+        )));
+    }
+    Ok(())
+}
+
 pub async fn save_skill(
     lib: &SkillLibrary,
     db: &Storage,

@@ -105,8 +105,14 @@ impl ChatSession {
             match result {
                 Ok(t) => break t.text_content(),
                 Err(StreamFailure::Cancelled(_)) => return Err(SessionError::Cancelled),
-                Err(StreamFailure::Error(e)) if is_overflow(&e) && split - start > 2 => {
-                    let from = user_boundary(&self.turns, start + (split - start) / 2, split);
+                Err(StreamFailure::Error(e))
+                    if is_overflow(&e)
+                        && split - start > 2
+                        && user_boundary(&self.turns, start + (split - start) / 2, split)
+                            .is_some() =>
+                {
+                    let from = user_boundary(&self.turns, start + (split - start) / 2, split)
+                        .unwrap_or(split);
                     self.emit(Event::info(format!(
                         "Too long to summarize at once: leaving the oldest {} turns out of the summary.",
                         from - start
@@ -176,12 +182,10 @@ pub(super) fn is_overflow(e: &SessionError) -> bool {
 }
 
 /// The first real user turn at or after `from` (before `end`), so a shortened
-/// history starts at a request rather than inside a tool exchange; `from`
-/// itself when there is none.
-fn user_boundary(turns: &[Turn], from: usize, end: usize) -> usize {
-    (from..end)
-        .find(|&i| turns[i].role == Role::User && turns[i].meta.source.is_none())
-        .unwrap_or(from)
+/// history starts at a request (providers refuse one that starts with an
+/// answer or a tool result); `None` when there is none to start from.
+fn user_boundary(turns: &[Turn], from: usize, end: usize) -> Option<usize> {
+    (from..end).find(|&i| turns[i].role == Role::User && turns[i].meta.source.is_none())
 }
 
 impl ChatSession {
@@ -189,10 +193,21 @@ impl ChatSession {
     /// batch verbatim) so the request can be sent again; false when there is
     /// nothing to compact or the compaction failed.
     pub(super) async fn recover_from_overflow(&mut self) -> bool {
-        let tail = if self.turns.last().is_some_and(|t| t.role == Role::Tool) {
-            Tail::InFlightBatch
-        } else {
-            Tail::LastRequest
+        // Inside a tool loop (the last tool-call turn follows the last real
+        // request, even with queued messages after its results) the batch
+        // stays verbatim; otherwise the request does.
+        let last_request = self
+            .turns
+            .iter()
+            .rposition(|t| t.role == Role::User && t.meta.source.is_none());
+        let last_calls = self
+            .turns
+            .iter()
+            .rposition(|t| t.role == Role::Assistant && !t.tool_calls.is_empty());
+        let tail = match (last_calls, last_request) {
+            (Some(c), Some(r)) if c > r => Tail::InFlightBatch,
+            (Some(_), None) => Tail::InFlightBatch,
+            _ => Tail::LastRequest,
         };
         if self.tail_start(tail) < 2 {
             return false;

@@ -127,7 +127,11 @@ impl ChatSession {
         // One snapshot for the batch: a reload mid-batch applies to the next one.
         let registry = self.tools.snapshot();
         let skill = self.skill.get();
-        let skill_approves = skill.as_ref().is_some_and(|s| s.info.auto_approve);
+        // Only the operator's own skill files may switch approvals off: a
+        // skill saved through the API or a tool could be anyone's.
+        let skill_approves = skill.as_ref().is_some_and(|s| {
+            s.info.auto_approve && matches!(s.info.source, crate::skills::SkillSource::File(_))
+        });
         // Prepare every call: parse arguments, validate, build previews.
         let mut prepared: Vec<(ToolItem, Option<Runnable>)> = Vec::new();
         for call in calls {

@@ -229,7 +229,9 @@ impl skills::Host for HostState {
         name: String,
         arguments: Vec<(String, String)>,
     ) -> wasmtime::Result<Result<SkillInfo, SkillsError>> {
-        skills_call!(self, Access::ReadOnly, |s| s
+        // Activating changes what the session offers and may approve:
+        // a write, not a read.
+        skills_call!(self, Access::ReadWrite, |s| s
             .skills_activate(name, arguments))
     }
 
