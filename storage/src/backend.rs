@@ -96,15 +96,24 @@ pub trait MemoryStore: Send + Sync {
     async fn get_memory(&self, name: &str, scope: &str, scope_id: &str) -> Result<Option<Memory>>;
     /// Deletes one memory.
     async fn delete_memory(&self, name: &str, scope: &str, scope_id: &str) -> Result<bool>;
-    /// Lists memories, newest first, optionally filtered.
+    /// Lists memories `owner` may see (global, their user's, their
+    /// workstreams'; `None`: all), newest first, optionally filtered.
     async fn list_memories(
         &self,
+        owner: Option<&str>,
         memory_type: Option<&str>,
         scope: Option<&str>,
         limit: i64,
     ) -> Result<Vec<Memory>>;
-    /// Memories whose name, description or content contain every query word.
-    async fn search_memories(&self, query: &str, limit: i64) -> Result<Vec<Memory>>;
+    /// Memories `owner` may see (as for [`Self::list_memories`]) whose name,
+    /// description or content contain every query word; counts as reading
+    /// them.
+    async fn search_memories(
+        &self,
+        owner: Option<&str>,
+        query: &str,
+        limit: i64,
+    ) -> Result<Vec<Memory>>;
     /// The memories `view` may see (optionally one scope and type), newest first.
     async fn list_visible_memories(
         &self,

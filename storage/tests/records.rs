@@ -9,6 +9,7 @@ use turnstone_storage::prelude::*;
 both_backends!(
     memories_crud_search_and_counters,
     memories_are_visible_only_to_their_scope,
+    the_memories_api_sees_only_its_owners_rows,
     skills_keep_every_version,
     users_and_tokens,
     plugin_state_crud,
@@ -142,7 +143,7 @@ async fn memories_crud_search_and_counters(h: Harness) {
     assert_eq!(got.content, "Run cargo xtask build --release");
     assert_eq!(got.access_count, 1);
     assert!(got.last_accessed.is_some());
-    let hits = db.search_memories("XTASK release", 10).await.unwrap();
+    let hits = db.search_memories(None, "XTASK release", 10).await.unwrap();
     assert_eq!(hits.len(), 1);
     assert_eq!(
         db.get_memory("build_cmd", "global", "")
@@ -153,18 +154,18 @@ async fn memories_crud_search_and_counters(h: Harness) {
         3
     );
     assert!(
-        db.search_memories("%", 10).await.unwrap().is_empty(),
+        db.search_memories(None, "%", 10).await.unwrap().is_empty(),
         "LIKE wildcards are literal"
     );
     assert_eq!(
-        db.list_memories(Some("user"), None, 10)
+        db.list_memories(None, Some("user"), None, 10)
             .await
             .unwrap()
             .len(),
         1
     );
     assert_eq!(
-        db.list_memories(None, Some("global"), 10)
+        db.list_memories(None, None, Some("global"), 10)
             .await
             .unwrap()
             .len(),
@@ -676,5 +677,76 @@ async fn audit_usage_and_services(h: Harness) {
             .await
             .unwrap()
             .is_empty()
+    );
+}
+
+async fn the_memories_api_sees_only_its_owners_rows(h: Harness) {
+    let db = &h.db;
+    let ws_of = |user: &str| NewWorkstream {
+        user_id: Some(user.into()),
+        name: "w".into(),
+        ..Default::default()
+    };
+    let a = db.create_workstream(&ws_of("alice")).await.unwrap();
+    db.publish_workstream(&a).await.unwrap();
+    let b = db.create_workstream(&ws_of("bob")).await.unwrap();
+    db.publish_workstream(&b).await.unwrap();
+    let save = |name: &str, scope: &str, scope_id: &str| NewMemory {
+        name: name.into(),
+        description: "shared words".into(),
+        content: "shared words".into(),
+        memory_type: None,
+        scope: Some(scope.into()),
+        scope_id: scope_id.into(),
+    };
+    // Bob's rows are the newest: a limit applied before filtering would
+    // leave Alice with nothing.
+    for m in [
+        save("g", "global", ""),
+        save("alice_pref", "user", "alice"),
+        save("alice_ws", "workstream", &a.ws_id),
+        save("proj", "project", "p1"),
+    ] {
+        db.save_memory(&m).await.unwrap();
+    }
+    for i in 0..5 {
+        db.save_memory(&save(&format!("bob_{i}"), "user", "bob"))
+            .await
+            .unwrap();
+        db.save_memory(&save(&format!("bob_ws_{i}"), "workstream", &b.ws_id))
+            .await
+            .unwrap();
+    }
+    let names = |v: Vec<Memory>| {
+        let mut n: Vec<String> = v.into_iter().map(|m| m.name).collect();
+        n.sort();
+        n
+    };
+    assert_eq!(
+        names(
+            db.list_memories(Some("alice"), None, None, 3)
+                .await
+                .unwrap()
+        ),
+        ["alice_pref", "alice_ws", "g"]
+    );
+    assert_eq!(
+        names(
+            db.search_memories(Some("alice"), "shared", 3)
+                .await
+                .unwrap()
+        ),
+        ["alice_pref", "alice_ws", "g"]
+    );
+    // Searching reads only what was found: Bob's rows were not touched.
+    // (Listing does not count as reading; get would.)
+    let all = db.list_memories(None, None, None, 100).await.unwrap();
+    let count = |name: &str| all.iter().find(|m| m.name == name).unwrap().access_count;
+    assert_eq!(count("bob_0"), 0);
+    assert_eq!(count("alice_pref"), 1);
+    // A service caller (no owner) sees everything, projects included.
+    assert_eq!(
+        db.list_memories(None, None, None, 100).await.unwrap().len(),
+        14
     );
 }

@@ -390,7 +390,7 @@ async fn a_returned_write_is_visible_on_every_connection(h: Harness) {
         // Readers in parallel take different connections from the pool.
         let reads = (0..6).map(|_| async {
             let turns = db.load_turns(&ws, LoadMode::Everything).await.unwrap();
-            let memories = db.list_memories(None, None, 1000).await.unwrap();
+            let memories = db.list_memories(None, None, None, 1000).await.unwrap();
             (turns.len(), memories.len())
         });
         for (turns, memories) in futures::future::join_all(reads).await {

@@ -11,6 +11,25 @@ macro_rules! memory_columns {
 
 pub(crate) use memory_columns;
 
+/// What the owner bound at `$param` may see through the memories API: global
+/// memories, their own user's and their own workstreams' (`NULL`: every
+/// memory, for a service caller).
+macro_rules! owned_clause {
+    ($param:literal) => {
+        concat!(
+            "(",
+            $param,
+            " IS NULL OR scope = 'global' OR (scope = 'user' AND scope_id = ",
+            $param,
+            ") OR (scope = 'workstream' AND scope_id IN (SELECT ws_id FROM workstreams WHERE user_id = ",
+            $param,
+            ")))"
+        )
+    };
+}
+
+pub(crate) use owned_clause;
+
 /// Checks a memory before it is saved and returns its type (`None`: keep an
 /// existing memory's, `general` for a new one; the older name `project` is
 /// `general`) and scope (default `global`).
@@ -166,6 +185,7 @@ macro_rules! impl_memory_store {
 
             async fn list_memories(
                 &self,
+                owner: Option<&str>,
                 memory_type: Option<&str>,
                 scope: Option<&str>,
                 limit: i64,
@@ -173,12 +193,14 @@ macro_rules! impl_memory_store {
                 let rows = sqlx::query(concat!(
                     "SELECT ",
                     $crate::ops::memories::memory_columns!(),
-                    " FROM structured_memories WHERE ($1 IS NULL OR type = $1) AND ($2 IS NULL OR scope = $2) \
-                     ORDER BY updated DESC, memory_id LIMIT $3"
+                    " FROM structured_memories WHERE ($1 IS NULL OR type = $1) AND ($2 IS NULL OR scope = $2) AND ",
+                    $crate::ops::memories::owned_clause!("$4"),
+                    " ORDER BY updated DESC, memory_id LIMIT $3"
                 ))
                 .bind(memory_type)
                 .bind(scope)
                 .bind(limit.clamp(1, 1000))
+                .bind(owner)
                 .fetch_all(&self.pool)
                 .await?;
                 rows.iter().map(Self::memory_from_row).collect()
@@ -274,6 +296,7 @@ macro_rules! impl_memory_store {
 
             async fn search_memories(
                 &self,
+                owner: Option<&str>,
                 query: &str,
                 limit: i64,
             ) -> $crate::error::Result<Vec<$crate::types::Memory>> {
@@ -286,6 +309,13 @@ macro_rules! impl_memory_store {
                     $crate::ops::memories::memory_columns!(),
                     " FROM structured_memories WHERE 1 = 1"
                 ));
+                if let Some(me) = owner {
+                    qb.push(" AND (scope = 'global' OR (scope = 'user' AND scope_id = ")
+                        .push_bind(me.to_string())
+                        .push(") OR (scope = 'workstream' AND scope_id IN (SELECT ws_id FROM workstreams WHERE user_id = ")
+                        .push_bind(me.to_string())
+                        .push(")))");
+                }
                 for t in &tokens {
                     qb.push(" AND lower(name || ' ' || description || ' ' || content) LIKE ")
                         .push_bind(format!("%{}%", $crate::util::like_escape(t)))

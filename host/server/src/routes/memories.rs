@@ -248,40 +248,6 @@ async fn owns_workstream(state: &AppState, id: &Identity, ws: &str) -> Result<bo
         .is_some_and(|w| w.user_id.as_deref() == Some(me)))
 }
 
-/// The memories the caller may see among `rows`: global ones, their own
-/// user's and their own workstreams'; project memories only for a service
-/// caller (projects have no owner through this API). A service caller sees all.
-async fn visible(
-    state: &AppState,
-    id: &Identity,
-    rows: Vec<Memory>,
-) -> Result<Vec<Memory>, ApiError> {
-    let Some(me) = owner(id) else {
-        return Ok(rows);
-    };
-    let mut owned: std::collections::HashMap<String, bool> = Default::default();
-    let mut out = Vec::with_capacity(rows.len());
-    for m in rows {
-        let ok = match m.scope.as_str() {
-            "global" => true,
-            "user" => m.scope_id == me,
-            "workstream" => match owned.get(&m.scope_id) {
-                Some(b) => *b,
-                None => {
-                    let b = owns_workstream(state, id, &m.scope_id).await?;
-                    owned.insert(m.scope_id.clone(), b);
-                    b
-                }
-            },
-            _ => false,
-        };
-        if ok {
-            out.push(m);
-        }
-    }
-    Ok(out)
-}
-
 fn memory_not_found() -> ApiError {
     ApiError::NotFound("Memory not found".into())
 }
@@ -332,11 +298,11 @@ pub(crate) async fn list(
         "project" => "general",
         other => other,
     });
+    // Visibility is decided in the query, so `limit` counts visible rows.
     let rows = state
         .db
-        .list_memories(memory_type, q.scope.as_deref(), limit)
+        .list_memories(owner(&id), memory_type, q.scope.as_deref(), limit)
         .await?;
-    let rows = visible(&state, &id, rows).await?;
     Ok(MemoryList::of(rows.iter().filter(|m| {
         q.scope_id.as_ref().is_none_or(|s| &m.scope_id == s)
     })))
@@ -496,9 +462,8 @@ pub(crate) async fn search(
         .ok_or_else(|| bad_request("query is required"))?;
     let rows = state
         .db
-        .search_memories(&query, b.limit.unwrap_or(20).clamp(1, 200))
+        .search_memories(owner(&id), &query, b.limit.unwrap_or(20).clamp(1, 200))
         .await?;
-    let rows = visible(&state, &id, rows).await?;
     Ok(MemoryList::of(rows.iter()))
 }
 
