@@ -444,8 +444,9 @@ async fn run(
                 if r.is_ok()
                     && let Some(job) = session.title_job().await
                 {
-                    // Beside the session: the next turn need not wait for it.
-                    tokio::spawn(job.run());
+                    // Beside the session: the next turn need not wait for
+                    // it; closing the workstream stops it.
+                    tokio::spawn(job.stopped_by(inner.closed.child_token()).run());
                 }
                 run_queued(&mut session, &inner).await;
             }

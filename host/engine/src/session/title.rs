@@ -88,6 +88,12 @@ impl ChatSession {
 }
 
 impl TitleJob {
+    /// Cancels the title call when `token` is (the workstream closed).
+    pub fn stopped_by(mut self, token: tokio_util::sync::CancellationToken) -> Self {
+        self.model.cancel = token;
+        self
+    }
+
     /// Asks for the title, stores it and emits `title_updated`; returns it.
     /// A title set meanwhile (by `/name` or the API) is left alone.
     pub async fn run(self) -> Option<String> {
