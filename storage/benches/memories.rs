@@ -7,7 +7,9 @@
 //!
 //! Run: `cargo bench -p turnstone-storage --bench memories`.
 
-use sqlx::AssertSqlSafe;
+mod common;
+
+use common::{Words, drop_scratch, pct, scratch};
 use std::time::{Duration, Instant};
 use turnstone_storage::prelude::*;
 use turnstone_storage::types::{MemoryView, NewMemory};
@@ -16,36 +18,6 @@ const MEMORIES: usize = 100_000;
 const TURNS: usize = 100_000;
 const USERS: usize = 100;
 const QUERIES: usize = 300;
-
-/// Deterministic pseudo-random words (xorshift), the same on both backends.
-struct Words(u64);
-
-impl Words {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn word(&mut self) -> String {
-        const SYL: [&str; 16] = [
-            "ka", "lo", "mi", "ren", "tu", "sa", "vo", "qui", "ze", "pa", "dor", "fi", "gu", "hel",
-            "ny", "bo",
-        ];
-        let n = 2 + (self.next() % 2) as usize;
-        (0..n).map(|_| SYL[(self.next() % 16) as usize]).collect()
-    }
-    fn sentence(&mut self, words: usize) -> String {
-        (0..words)
-            .map(|_| self.word())
-            .collect::<Vec<_>>()
-            .join(" ")
-    }
-}
-
-fn pct(sorted: &[Duration], p: f64) -> Duration {
-    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
-}
 
 fn report(label: &str, what: &str, mut lat: Vec<Duration>, found: usize) {
     lat.sort();
@@ -201,29 +173,10 @@ async fn main() {
         println!("postgresql: skipped (set TURNSTONE_TEST_PG_URL)");
         return;
     };
-    let name = format!("turnstone_bench_{}", turnstone_storage::util::random_hex(4));
-    let admin_pool = sqlx::PgPool::connect(&admin).await.unwrap();
-    sqlx::query(AssertSqlSafe(format!("CREATE DATABASE {name}")))
-        .execute(&admin_pool)
-        .await
-        .unwrap();
-    let base = admin
-        .rsplit_once('/')
-        .map(|(b, _)| b)
-        .unwrap_or(&admin)
-        .to_string();
-    let cfg = DbConfig {
-        backend: BackendKind::Postgresql,
-        url: Some(format!("{base}/{name}")),
-        pool_size: Some(5),
-        ..Default::default()
-    };
+    let (admin_pool, name, cfg) = scratch(&admin).await;
     let db = turnstone_storage::open(&cfg).await.unwrap();
     run("postgresql", db.clone()).await;
     db.close().await;
     drop(db);
-    sqlx::query(AssertSqlSafe(format!("DROP DATABASE {name} WITH (FORCE)")))
-        .execute(&admin_pool)
-        .await
-        .unwrap();
+    drop_scratch(&admin_pool, &name).await;
 }

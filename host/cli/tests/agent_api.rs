@@ -10,22 +10,6 @@ use turnstone_test_support::sse;
 
 const SKILL: &str = "---\nname: review\ndescription: Review a change carefully\ncategory: code\ntags: [git]\nallowed_tools: [read_file, memory]\narguments:\n  - name: pr\n    required: true\n  - name: depth\n    default: thorough\n---\nReview PR {{pr}} ({{depth}}).\n";
 
-async fn send_and_finish(srv: &Server, token: &str, ws: &str, message: &str) {
-    let mut events = srv
-        .events(&format!("/v1/api/workstreams/{ws}/events"), token, None)
-        .await;
-    let (s, v) = srv
-        .call(
-            "POST",
-            &format!("/v1/api/workstreams/{ws}/send"),
-            Some(token),
-            Some(json!({"message": message})),
-        )
-        .await;
-    assert_eq!(s, 200, "{v}");
-    events.turn_end().await;
-}
-
 fn names(list: &Value, key: &str) -> Vec<String> {
     list[key]
         .as_array()
@@ -77,7 +61,8 @@ async fn the_memory_tool_and_the_api_share_one_store_and_users_stay_apart() {
     let alice = srv.setup_admin().await;
     let bob = srv.user("bob", "operator").await;
     let ws_a = srv.create(&alice, json!({"name": "a"})).await;
-    send_and_finish(&srv, &alice, &ws_a, "remember how we deploy").await;
+    srv.send_and_finish(&alice, &ws_a, "remember how we deploy")
+        .await;
 
     // The tool's save is what the API lists, for its owner.
     let (s, mine) = srv
@@ -145,9 +130,10 @@ async fn the_memory_tool_and_the_api_share_one_store_and_users_stay_apart() {
 
     // Alice's next session is told about her memory; Bob's is not.
     let ws_a2 = srv.create(&alice, json!({"name": "a2"})).await;
-    send_and_finish(&srv, &alice, &ws_a2, "how do we deploy?").await;
+    srv.send_and_finish(&alice, &ws_a2, "how do we deploy?")
+        .await;
     let ws_b = srv.create(&bob, json!({"name": "b"})).await;
-    send_and_finish(&srv, &bob, &ws_b, "how do we deploy?").await;
+    srv.send_and_finish(&bob, &ws_b, "how do we deploy?").await;
     let reqs = srv.llm.requests();
     assert_eq!(reqs.len(), 4);
     assert!(
@@ -263,7 +249,7 @@ async fn skills_are_administered_with_versions_and_a_skill_shapes_the_next_reque
             .await;
         assert_eq!(s, status, "{cmd}: {v}");
     }
-    send_and_finish(&srv, &bob, &ws, "go").await;
+    srv.send_and_finish(&bob, &ws, "go").await;
     let reqs = srv.llm.requests();
     let body = &reqs[0].body;
     assert!(

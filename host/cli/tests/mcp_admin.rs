@@ -23,22 +23,6 @@ fn request_tools(srv: &Server, n: usize) -> Vec<String> {
         .unwrap_or_default()
 }
 
-async fn send_and_finish(srv: &Server, token: &str, ws: &str, message: &str) {
-    let mut events = srv
-        .events(&format!("/v1/api/workstreams/{ws}/events"), token, None)
-        .await;
-    let (s, v) = srv
-        .call(
-            "POST",
-            &format!("/v1/api/workstreams/{ws}/send"),
-            Some(token),
-            Some(json!({"message": message})),
-        )
-        .await;
-    assert_eq!(s, 200, "{v}");
-    events.turn_end().await;
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_mcp_server_created_on_one_node_connects_on_another_and_disable_hides_its_tools() {
     let Some((url, _guard)) = turnstone_test_support::pg::scratch_database("mcpadmin") else {
@@ -134,7 +118,7 @@ async fn an_mcp_server_created_on_one_node_connects_on_another_and_disable_hides
 
     // A model request on B offers its tools...
     let ws = b.create(&admin_b, json!({"name": "w"})).await;
-    send_and_finish(&b, &admin_b, &ws, "hello").await;
+    b.send_and_finish(&admin_b, &ws, "hello").await;
     assert!(
         request_tools(&b, 0).iter().any(|t| t == "mcp__fx__echo"),
         "{:?}",
@@ -152,7 +136,7 @@ async fn an_mcp_server_created_on_one_node_connects_on_another_and_disable_hides
     assert_eq!((s, v["state"].as_str()), (200, Some("disabled")), "{v}");
     b.wait_plugin(&admin_b, "fx", 10, |p| p["state"] == "disabled")
         .await;
-    send_and_finish(&b, &admin_b, &ws, "again").await;
+    b.send_and_finish(&admin_b, &ws, "again").await;
     let after = request_tools(&b, 1);
     assert!(
         !after.iter().any(|t| t.starts_with("mcp__fx__")),

@@ -71,6 +71,15 @@ fn tool_output(f: &TestSession, n: usize, call_id: &str) -> String {
         .to_string()
 }
 
+/// The header of every item the session asked approval for, in order.
+fn prompt_headers(f: &TestSession) -> Vec<String> {
+    f.recorder
+        .prompts()
+        .iter()
+        .flat_map(|p| p.items.iter().map(|i| i.header.clone()))
+        .collect()
+}
+
 fn system_text(body: &Value) -> String {
     body["messages"]
         .as_array()
@@ -143,12 +152,7 @@ async fn memories_and_history_stay_with_their_user() {
     // The global memory is shared with everyone: saving it asks.
     f.recorder.approve(true);
     alice.send("remember things about invoices").await.unwrap();
-    let asked: Vec<String> = f
-        .recorder
-        .prompts()
-        .iter()
-        .flat_map(|p| p.items.iter().map(|i| i.header.clone()))
-        .collect();
+    let asked = prompt_headers(&f);
     assert_eq!(
         asked,
         ["memory save (global, shared with every user): house_rule"],
@@ -271,12 +275,7 @@ async fn a_loaded_skill_shapes_the_next_requests() {
         "{refused}"
     );
     // Loading asked for approval; the search did not.
-    let asked: Vec<String> = f
-        .recorder
-        .prompts()
-        .iter()
-        .flat_map(|p| p.items.iter().map(|i| i.header.clone()))
-        .collect();
+    let asked = prompt_headers(&f);
     assert_eq!(
         asked,
         ["skills load: review", "skills load: review"],
@@ -356,12 +355,7 @@ async fn tool_saved_skills_cannot_replace_files_or_others_and_never_auto_approve
     assert!(tool_output(&f, 2, "s2").contains("mine"), "saved");
     assert!(tool_output(&f, 3, "s3").contains("Loaded skill fast"));
     // The database skill's auto_approve is not honoured: write_file asked.
-    let asked: Vec<String> = f
-        .recorder
-        .prompts()
-        .iter()
-        .flat_map(|p| p.items.iter().map(|i| i.header.clone()))
-        .collect();
+    let asked = prompt_headers(&f);
     assert!(asked.iter().any(|h| h.contains("write_file")), "{asked:?}");
     assert_eq!(std::fs::read_to_string(f.ws.join("x.txt")).unwrap(), "y");
 

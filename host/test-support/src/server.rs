@@ -411,6 +411,25 @@ impl Server {
             .to_string()
     }
 
+    /// Sends `message` on workstream `ws` and waits for the turn to end;
+    /// returns the stream with every frame of the turn.
+    pub async fn send_and_finish(&self, token: &str, ws: &str, message: &str) -> Events {
+        let mut events = self
+            .events(&format!("/v1/api/workstreams/{ws}/events"), token, None)
+            .await;
+        let (s, v) = self
+            .call(
+                "POST",
+                &format!("/v1/api/workstreams/{ws}/send"),
+                Some(token),
+                Some(json!({"message": message})),
+            )
+            .await;
+        assert_eq!(s, 200, "{v}");
+        events.turn_end().await;
+        events
+    }
+
     /// Creates a workstream; returns its id.
     pub async fn create(&self, token: &str, body: Value) -> String {
         let (s, v) = self
