@@ -50,6 +50,7 @@ pub mod http;
 pub mod model;
 pub mod process;
 pub mod provider;
+pub mod served;
 pub mod sse;
 
 #[doc(hidden)]

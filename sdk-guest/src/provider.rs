@@ -32,12 +32,14 @@ pub mod bindings {
 use crate::http::HttpError;
 use serde_json::Value;
 
+/// Inline image data (a media type and base64 bytes).
+pub use crate::bindings::turnstone::plugin0_1_0::types::ImageData;
 pub use bindings::turnstone::plugin0_1_0::provider_types::{
     ContentPart, FinishReason, Message, ProviderError, RateLimit, Role, ServerError, StreamEvent,
     ToolCall, ToolCallDelta, Usage,
 };
 pub use bindings::turnstone::plugin0_2_0::provider_types::{
-    CompletionRequest, ModelCapabilities, ToolDefinition,
+    CompletionRequest, ModelCapabilities, ServedModel, ToolDefinition,
 };
 
 /// The concatenated text parts of a message's content.
@@ -112,6 +114,14 @@ pub trait Provider {
     fn build_request(request: &CompletionRequest) -> Result<String, ProviderError>;
     /// Sends the request and streams events with [`emit`] until the response ends.
     fn complete(request: &CompletionRequest) -> Result<(), ProviderError>;
+    /// Asks the server behind `request.base_url` how it serves `request.model`
+    /// (its context window). The default knows nothing and sends nothing.
+    fn probe(request: &CompletionRequest) -> Result<ServedModel, ProviderError> {
+        let _ = request;
+        Ok(ServedModel {
+            context_window: None,
+        })
+    }
 }
 
 /// Maps an HTTP error status and body to a typed provider error.
@@ -185,6 +195,13 @@ macro_rules! register_provider {
                 request: $crate::provider::CompletionRequest,
             ) -> ::std::result::Result<(), $crate::provider::ProviderError> {
                 <$provider as $crate::provider::Provider>::complete(&request)
+            }
+
+            fn probe(
+                request: $crate::provider::CompletionRequest,
+            ) -> ::std::result::Result<$crate::provider::ServedModel, $crate::provider::ProviderError>
+            {
+                <$provider as $crate::provider::Provider>::probe(&request)
             }
         }
 

@@ -394,18 +394,29 @@ impl App {
             .collect()
     }
 
-    /// One line describing the model in use.
-    pub fn model_line(&self) -> String {
+    /// One line describing the model in use, with its context window when
+    /// it is known without asking the server (`window` is what was found).
+    pub fn model_line(&self, window: Option<u32>) -> String {
         let reg = self.models.snapshot();
         match reg.alias(&reg.default) {
-            Some(a) => format!(
-                "{} ({} · {} · {}k context)",
-                a.name,
-                a.config.model,
-                a.base_url,
-                a.config.context_window.unwrap_or(128_000) / 1000
-            ),
+            Some(a) => {
+                let context = match window.or(a.config.context_window) {
+                    Some(w) => format!("{}k context", w / 1000),
+                    None => "context window asked of the server at first use".into(),
+                };
+                format!(
+                    "{} ({} · {} · {context})",
+                    a.name, a.config.model, a.base_url
+                )
+            }
             None => reg.default.clone(),
         }
+    }
+
+    /// The default alias's context window: configured, else what its server
+    /// or provider says (the probe is bounded; `None` when no binding).
+    pub async fn resolve_window(&self) -> Option<u32> {
+        let (mut binding, _) = self.models.bindings(None).ok()?;
+        Some(binding.resolve_window().await)
     }
 }

@@ -310,7 +310,9 @@ pub async fn call_tool(
     let ws = workspace.to_string_lossy().into_owned();
     let ctx = CallContext {
         call_id: "cli_1".into(),
-        session_id: "cli".into(),
+        // No session: the operator's own call (tools keep no per-session
+        // rules for it, such as edit_file's read-before-edit).
+        session_id: String::new(),
         workspace_dir: Some(ws.clone()),
         working_dir: ws,
         supports_vision: false,

@@ -199,7 +199,7 @@ pub async fn run(
     eprintln!(
         "turnstone {} serving http://{addr} (model {}; started in {} ms)",
         env!("CARGO_PKG_VERSION"),
-        app.model_line(),
+        app.model_line(None),
         started.elapsed().as_millis()
     );
     turnstone_server::serve::serve(listener, state, shutdown_signal(), grace, connection_limits)

@@ -116,6 +116,50 @@ fn tool_subcommand_calls_a_tool_and_reports_errors_by_exit_code() {
 }
 
 #[test]
+fn edit_file_from_the_shell_edits_without_a_prior_read() {
+    // A direct call is the operator's own edit: the read-before-edit rule
+    // guards what a model edits within a session.
+    let ws = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("no-such-config.toml"), "").unwrap();
+    std::fs::write(ws.path().join("notes.txt"), "alpha\nbeta\n").unwrap();
+    let out = turnstone(ws.path(), cache.path())
+        .args([
+            "tool",
+            "edit_file",
+            r#"{"path": "notes.txt", "old_string": "beta", "new_string": "gamma"}"#,
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Edited"));
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("notes.txt")).unwrap(),
+        "alpha\ngamma\n"
+    );
+    // Its other checks still hold: an old_string that is not there.
+    let miss = turnstone(ws.path(), cache.path())
+        .args([
+            "tool",
+            "edit_file",
+            r#"{"path": "notes.txt", "old_string": "beta", "new_string": "delta"}"#,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(miss.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&miss.stdout).contains("not found"),
+        "{}",
+        String::from_utf8_lossy(&miss.stdout)
+    );
+}
+
+#[test]
 fn a_bad_grant_in_the_config_is_refused_with_the_reason() {
     let ws = tempfile::tempdir().unwrap();
     let cache = tempfile::tempdir().unwrap();

@@ -31,6 +31,27 @@ fn parse_data_url(url: &str) -> Result<ImageData, LowerError> {
     })
 }
 
+/// Replaces every image in `messages` with a line of text saying what it was,
+/// for a model that cannot take images (text-only servers refuse a request
+/// carrying one). Returns how many were replaced.
+pub fn describe_images(messages: &mut [wit::Message], model: &str) -> usize {
+    let mut replaced = 0;
+    for m in messages {
+        for part in &mut m.content {
+            if let wit::ContentPart::Image(img) = part {
+                // Four base64 characters carry three bytes.
+                let kb = (img.data_base64.len() / 4 * 3).div_ceil(1024);
+                *part = wit::ContentPart::Text(format!(
+                    "\n[{} image, {kb} KB, not shown: {model} cannot view images]",
+                    img.media_type
+                ));
+                replaced += 1;
+            }
+        }
+    }
+    replaced
+}
+
 /// Lowers `turns` for a provider of flavour `provider`. Provider-native blocks
 /// are passed on only to the flavour family that produced them; what of them
 /// is replayed is the provider's decision (reasoning only with the request's

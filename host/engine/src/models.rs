@@ -248,6 +248,8 @@ pub struct Alias {
     pub admission: Option<Arc<Semaphore>>,
     /// What the provider component reports for the model, asked once.
     pub reported: crate::session::ReportedCapabilities,
+    /// What the serving endpoint says about the model's window, asked once.
+    pub served: crate::session::ServedWindow,
 }
 
 impl Alias {
@@ -384,6 +386,7 @@ impl ModelRegistry {
                     config: c,
                     admission,
                     reported: Default::default(),
+                    served: Default::default(),
                 }),
             );
         }

@@ -700,10 +700,7 @@ async fn auto_compaction_summarizes_and_checkpoints_while_keeping_sources() {
     f.llm.push(sse(openai::text(&["SUMMARY: user said hi"])));
     f.llm.push(sse(openai::text(&["second reply"])));
     // 11 prompt tokens of a 100-token window is over the 10 % threshold.
-    let binding = ModelBinding {
-        context_window: 100,
-        ..f.binding.clone()
-    };
+    let binding = f.binding.clone().with_context_window(100);
     let mut s = ChatSession::new(
         binding,
         f.tools.clone(),
@@ -795,10 +792,7 @@ async fn compaction_mid_tool_loop_keeps_the_in_flight_batch_verbatim() {
     f.llm
         .push(sse(openai::text(&["SUMMARY: read a.txt (alpha)"])));
     f.llm.push(sse(openai::text(&["a is alpha, b is beta"])));
-    let binding = ModelBinding {
-        context_window: 100,
-        ..f.binding.clone()
-    };
+    let binding = f.binding.clone().with_context_window(100);
     let mut s = ChatSession::new(
         binding,
         f.tools.clone(),

@@ -6,7 +6,8 @@
 //! 0.1.0 → 0.2.0, providers: `tool-definition` gained `defer-loading`,
 //! `completion-request` gained `tool-search`, `model-capabilities` gained
 //! `supports-tool-search`. A 0.1.0 provider has no native tool search: its
-//! capabilities say so, and it gets every tool as a plain definition.
+//! capabilities say so, and it gets every tool as a plain definition. 0.2.0
+//! providers export `probe`; a 0.1.0 provider knows nothing about the server.
 
 use crate::bindings::v0_1_0::provider::turnstone::plugin::provider_types as v1;
 use crate::bindings::v0_2_0::provider::turnstone::plugin0_2_0::provider_types as v2;
@@ -48,6 +49,13 @@ pub fn capabilities_from_v1(c: v1::ModelCapabilities) -> v2::ModelCapabilities {
         supports_temperature: c.supports_temperature,
         supports_streaming: c.supports_streaming,
         supports_tool_search: false,
+    }
+}
+
+/// What a 0.1.0 provider (which has no `probe`) says about its server.
+pub fn served_model_of_v1() -> v2::ServedModel {
+    v2::ServedModel {
+        context_window: None,
     }
 }
 

@@ -150,8 +150,22 @@ impl LoadedPlugin {
         arguments: &str,
         ctx: &CallContext,
     ) -> Result<Result<Preview, String>, CallError> {
+        self.prepare_in(tool, arguments, ctx, Arc::new(NullSink))
+            .await
+    }
+
+    /// [`LoadedPlugin::prepare`] with what `sink` lends the call (the
+    /// calling session for the agent interfaces, its model); a preview's
+    /// output chunks go to `sink` too.
+    pub async fn prepare_in(
+        &self,
+        tool: &str,
+        arguments: &str,
+        ctx: &CallContext,
+        sink: Arc<dyn ToolOutputSink>,
+    ) -> Result<Result<Preview, String>, CallError> {
         let pre = self.tool_pre()?;
-        self.run(Arc::new(NullSink), None, async |store| {
+        self.run(sink, None, async |store| {
             let inst = pre.instantiate_async(&mut *store).await?;
             inst.turnstone_plugin_tool()
                 .call_prepare(&mut *store, tool, arguments, ctx)
@@ -233,6 +247,33 @@ impl LoadedPlugin {
                 })
                 .await
             }
+            _ => Err(self.wrong_kind("provider")),
+        }
+    }
+
+    /// Asks a provider plugin how the server behind `request.base_url` serves
+    /// `request.model`. A 0.1.0 provider cannot say (every field `None`).
+    /// `secrets` supplies the alias's `api_key`, as for a completion.
+    pub async fn provider_probe(
+        &self,
+        request: &ptypes::CompletionRequest,
+        secrets: Option<Arc<dyn crate::plugin::SecretSource>>,
+        cancel: Option<&CancellationToken>,
+    ) -> Result<Result<ptypes::ServedModel, ptypes::ProviderError>, CallError> {
+        match &self.pre {
+            InstancePre::Provider(pre) => {
+                self.run(Arc::new(NullSink), cancel, async |store| {
+                    if let Some(s) = secrets {
+                        store.data_mut().set_call_secrets(s);
+                    }
+                    let inst = pre.instantiate_async(&mut *store).await?;
+                    inst.turnstone_plugin0_2_0_provider()
+                        .call_probe(&mut *store, request)
+                        .await
+                })
+                .await
+            }
+            InstancePre::ProviderV1(_) => Ok(Ok(adapt::served_model_of_v1())),
             _ => Err(self.wrong_kind("provider")),
         }
     }

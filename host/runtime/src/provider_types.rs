@@ -7,5 +7,5 @@ pub use crate::bindings::v0_1_0::provider::turnstone::plugin::provider_types::{
     ToolCall, ToolCallDelta, Usage,
 };
 pub use crate::bindings::v0_2_0::provider::turnstone::plugin0_2_0::provider_types::{
-    CompletionRequest, ModelCapabilities, ToolDefinition,
+    CompletionRequest, ModelCapabilities, ServedModel, ToolDefinition,
 };

@@ -376,7 +376,12 @@ impl Manager {
             user_id.map(String::from),
             name.to_string(),
             (alias.to_string(), a.config.model.clone()),
-            a.config.context_window.unwrap_or(128_000),
+            // Until the first model call resolves it: configured, else what
+            // the server said to an earlier workstream of this alias.
+            a.config
+                .context_window
+                .or_else(|| a.served.get().copied().flatten())
+                .unwrap_or(turnstone_engine::session::DEFAULT_CONTEXT_WINDOW),
             skip,
             self.limits.event_ring,
             seed,

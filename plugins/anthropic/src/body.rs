@@ -161,10 +161,16 @@ pub fn messages_body(req: &CompletionRequest) -> Result<Value, ProviderError> {
                 }
             }
             Role::Tool => {
+                // Images a tool returned ride in its result as image blocks.
+                let content = if m.content.iter().any(|p| matches!(p, ContentPart::Image(_))) {
+                    Value::Array(blocks_of(&m.content))
+                } else {
+                    json!(text_of(&m.content))
+                };
                 let mut block = json!({
                     "type": "tool_result",
                     "tool_use_id": m.tool_call_id.clone().unwrap_or_default(),
-                    "content": text_of(&m.content),
+                    "content": content,
                 });
                 if m.is_error {
                     block["is_error"] = json!(true);
@@ -372,6 +378,38 @@ mod tests {
         assert_eq!(
             kinds,
             ["server_tool_use", "tool_search_tool_result", "tool_use"]
+        );
+    }
+
+    #[test]
+    fn a_tool_image_rides_in_its_tool_result() {
+        let mut assistant = msg(Role::Assistant, "");
+        assistant.tool_calls = vec![ToolCall {
+            id: "c1".into(),
+            name: "read_file".into(),
+            arguments: "{}".into(),
+        }];
+        let mut tool = msg(Role::Tool, "Image dot.png");
+        tool.tool_call_id = Some("c1".into());
+        tool.content.push(ContentPart::Image(
+            turnstone_plugin_sdk::provider::ImageData {
+                media_type: "image/png".into(),
+                data_base64: "iVBO".into(),
+            },
+        ));
+        let body = messages_body(&req(
+            "claude-opus-4-8",
+            vec![msg(Role::User, "look"), assistant, tool],
+        ))
+        .unwrap();
+        let result = &body["messages"][2]["content"][0];
+        assert_eq!(result["type"], "tool_result");
+        assert_eq!(
+            result["content"],
+            json!([
+                {"type": "text", "text": "Image dot.png"},
+                {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBO"}},
+            ])
         );
     }
 

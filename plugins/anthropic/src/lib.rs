@@ -7,7 +7,7 @@ pub mod models;
 pub mod stream;
 
 use turnstone_plugin_sdk::provider::{
-    CompletionRequest, ModelCapabilities, Provider, ProviderError,
+    CompletionRequest, ModelCapabilities, Provider, ProviderError, ServedModel,
 };
 
 /// The adapter.
@@ -24,6 +24,35 @@ impl Provider for Anthropic {
 
     fn complete(request: &CompletionRequest) -> Result<(), ProviderError> {
         stream::complete(request)
+    }
+
+    /// A self-hosted Messages server (vLLM's `/v1/messages`) also serves
+    /// `/v1/models`; Anthropic's API is not asked.
+    fn probe(request: &CompletionRequest) -> Result<ServedModel, ProviderError> {
+        if turnstone_plugin_sdk::served::is_host(&request.base_url, "api.anthropic.com") {
+            return Ok(ServedModel {
+                context_window: None,
+            });
+        }
+        // The base URL is the server root; tolerate a pasted trailing /v1.
+        let root = request
+            .base_url
+            .trim_end_matches('/')
+            .trim_end_matches("/v1");
+        let auth = |r: turnstone_plugin_sdk::http::Request| {
+            Ok(match turnstone_plugin_sdk::host::secret_ref("api_key") {
+                // vLLM checks a bearer token; Anthropic-style servers x-api-key.
+                Ok(token) => r
+                    .header("x-api-key", token.clone())
+                    .header("authorization", format!("Bearer {token}")),
+                Err(_) => r,
+            })
+        };
+        turnstone_plugin_sdk::served::probe_self_hosted(
+            &format!("{root}/v1"),
+            &request.model,
+            &auth,
+        )
     }
 }
 

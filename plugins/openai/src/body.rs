@@ -2,7 +2,8 @@
 
 use serde_json::{Map, Value, json};
 use turnstone_plugin_sdk::provider::{
-    CompletionRequest, ContentPart, Message, ModelCapabilities, ProviderError, Role, text_of,
+    CompletionRequest, ContentPart, ImageData, Message, ModelCapabilities, ProviderError, Role,
+    text_of,
 };
 
 /// Default output budget when the request sets none.
@@ -54,13 +55,17 @@ fn content_value(parts: &[ContentPart]) -> Value {
             .iter()
             .map(|p| match p {
                 ContentPart::Text(t) => json!({"type": "text", "text": t}),
-                ContentPart::Image(img) => json!({
-                    "type": "image_url",
-                    "image_url": {"url": format!("data:{};base64,{}", img.media_type, img.data_base64)}
-                }),
+                ContentPart::Image(img) => image_part(img),
             })
             .collect(),
     )
+}
+
+fn image_part(img: &ImageData) -> Value {
+    json!({
+        "type": "image_url",
+        "image_url": {"url": format!("data:{};base64,{}", img.media_type, img.data_base64)}
+    })
 }
 
 fn message_value(m: &Message) -> Value {
@@ -91,6 +96,44 @@ fn message_value(m: &Message) -> Value {
             v
         }
     }
+}
+
+/// The `messages` array. Chat Completions takes images only in user
+/// messages, so images a tool returned follow its batch of results as one
+/// user message that names the call each came from.
+fn messages_value(messages: &[Message]) -> Vec<Value> {
+    let mut out = Vec::with_capacity(messages.len());
+    let mut pending: Vec<Value> = Vec::new();
+    for (i, m) in messages.iter().enumerate() {
+        out.push(message_value(m));
+        if m.role != Role::Tool {
+            continue;
+        }
+        let images: Vec<Value> = m
+            .content
+            .iter()
+            .filter_map(|p| match p {
+                ContentPart::Image(img) => Some(image_part(img)),
+                ContentPart::Text(_) => None,
+            })
+            .collect();
+        if !images.is_empty() {
+            pending.push(json!({
+                "type": "text",
+                "text": format!(
+                    "Image{} returned by tool call {}:",
+                    if images.len() == 1 { "" } else { "s" },
+                    m.tool_call_id.as_deref().unwrap_or("?")
+                ),
+            }));
+            pending.extend(images);
+        }
+        let batch_ends = messages.get(i + 1).is_none_or(|n| n.role != Role::Tool);
+        if batch_ends && !pending.is_empty() {
+            out.push(json!({"role": "user", "content": std::mem::take(&mut pending)}));
+        }
+    }
+    out
 }
 
 /// Operator capability overrides relevant to the body.
@@ -152,7 +195,7 @@ pub fn chat_body(req: &CompletionRequest) -> Result<Value, ProviderError> {
     body.insert("model".into(), json!(req.model));
     body.insert(
         "messages".into(),
-        Value::Array(req.messages.iter().map(message_value).collect()),
+        Value::Array(messages_value(&req.messages)),
     );
     body.insert(
         token_param,
@@ -191,4 +234,82 @@ pub fn chat_body(req: &CompletionRequest) -> Result<Value, ProviderError> {
         }
     }
     Ok(Value::Object(body))
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use turnstone_plugin_sdk::provider::ToolCall;
+
+    pub(crate) fn msg(role: Role, text: &str) -> Message {
+        Message {
+            role,
+            content: vec![ContentPart::Text(text.into())],
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+            tool_name: None,
+            is_error: false,
+            reasoning: None,
+            provider_data: None,
+            source: None,
+        }
+    }
+
+    /// A user request, two read_file calls and their results, the first
+    /// with an image.
+    pub(crate) fn image_batch() -> Vec<Message> {
+        let mut assistant = msg(Role::Assistant, "");
+        assistant.tool_calls = ["c1", "c2"]
+            .iter()
+            .map(|id| ToolCall {
+                id: (*id).into(),
+                name: "read_file".into(),
+                arguments: "{}".into(),
+            })
+            .collect();
+        let mut first = msg(Role::Tool, "Image dot.png");
+        first.tool_call_id = Some("c1".into());
+        first.content.push(ContentPart::Image(ImageData {
+            media_type: "image/png".into(),
+            data_base64: "iVBO".into(),
+        }));
+        let mut second = msg(Role::Tool, "1\tfn main() {}");
+        second.tool_call_id = Some("c2".into());
+        vec![msg(Role::User, "look"), assistant, first, second]
+    }
+
+    #[test]
+    fn tool_images_follow_their_batch_as_one_user_message() {
+        let m = messages_value(&image_batch());
+        assert_eq!(m.len(), 5, "{m:?}");
+        assert_eq!(m[2]["role"], "tool");
+        assert_eq!(
+            m[2]["content"], "Image dot.png",
+            "a tool message carries text only"
+        );
+        assert_eq!(m[3]["role"], "tool");
+        assert_eq!(
+            m[4]["role"], "user",
+            "after the whole batch, not between results"
+        );
+        assert_eq!(
+            m[4]["content"],
+            json!([
+                {"type": "text", "text": "Image returned by tool call c1:"},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBO"}},
+            ])
+        );
+        let plain: Vec<Message> = image_batch()
+            .into_iter()
+            .map(|mut m| {
+                m.content.retain(|p| matches!(p, ContentPart::Text(_)));
+                m
+            })
+            .collect();
+        assert_eq!(
+            messages_value(&plain).len(),
+            4,
+            "no images, no extra message"
+        );
+    }
 }

@@ -7,8 +7,9 @@ pub mod responses;
 pub mod sse;
 pub mod stream;
 
+use turnstone_plugin_sdk::http::HttpError;
 use turnstone_plugin_sdk::provider::{
-    CompletionRequest, ModelCapabilities, Provider, ProviderError,
+    CompletionRequest, ModelCapabilities, Provider, ProviderError, ServedModel,
 };
 
 /// The adapter.
@@ -25,6 +26,27 @@ impl Provider for OpenAi {
 
     fn complete(request: &CompletionRequest) -> Result<(), ProviderError> {
         stream::complete(request)
+    }
+
+    /// A self-hosted server (vLLM, SGLang, llama.cpp) says how long a context
+    /// it runs the model with; OpenAI's and Google's APIs do not, and are
+    /// not asked.
+    fn probe(request: &CompletionRequest) -> Result<ServedModel, ProviderError> {
+        let hosted = ["api.openai.com", "generativelanguage.googleapis.com"]
+            .iter()
+            .any(|h| turnstone_plugin_sdk::served::is_host(&request.base_url, h));
+        if hosted {
+            return Ok(ServedModel {
+                context_window: None,
+            });
+        }
+        // Local servers often run without a key: no granted key, no header.
+        let auth = |r: turnstone_plugin_sdk::http::Request| match r.clone().bearer_secret("api_key")
+        {
+            Err(HttpError::Denied(_)) => Ok(r),
+            other => other,
+        };
+        turnstone_plugin_sdk::served::probe_self_hosted(&request.base_url, &request.model, &auth)
     }
 }
 

@@ -55,6 +55,26 @@ fn cache_params(model: &str) -> (&'static str, Value) {
     }
 }
 
+/// Text alone as a string; with images, `input_text` / `input_image` parts
+/// (the shape both a user message and a `function_call_output` take).
+fn tool_output(parts: &[ContentPart]) -> Value {
+    if parts.iter().all(|p| matches!(p, ContentPart::Text(_))) {
+        return json!(text_of(parts));
+    }
+    Value::Array(
+        parts
+            .iter()
+            .map(|p| match p {
+                ContentPart::Text(t) => json!({"type": "input_text", "text": t}),
+                ContentPart::Image(i) => json!({
+                    "type": "input_image",
+                    "image_url": format!("data:{};base64,{}", i.media_type, i.data_base64),
+                }),
+            })
+            .collect(),
+    )
+}
+
 /// The Responses request body.
 pub fn responses_body(
     req: &CompletionRequest,
@@ -66,22 +86,7 @@ pub fn responses_body(
         match m.role {
             Role::System => instructions.push(text_of(&m.content)),
             Role::User => {
-                let content = if m.content.iter().all(|p| matches!(p, ContentPart::Text(_))) {
-                    json!(text_of(&m.content))
-                } else {
-                    Value::Array(
-                        m.content
-                            .iter()
-                            .map(|p| match p {
-                                ContentPart::Text(t) => json!({"type": "input_text", "text": t}),
-                                ContentPart::Image(i) => json!({
-                                    "type": "input_image",
-                                    "image_url": format!("data:{};base64,{}", i.media_type, i.data_base64),
-                                }),
-                            })
-                            .collect(),
-                    )
-                };
+                let content = tool_output(&m.content);
                 input.push(json!({"type": "message", "role": "user", "content": content}));
             }
             Role::Assistant => {
@@ -112,7 +117,7 @@ pub fn responses_body(
             Role::Tool => input.push(json!({
                 "type": "function_call_output",
                 "call_id": m.tool_call_id.clone().unwrap_or_default(),
-                "output": text_of(&m.content),
+                "output": tool_output(&m.content),
             })),
         }
     }
@@ -337,6 +342,39 @@ impl turnstone_plugin_sdk::provider::SseHandler for ResponsesStream<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tool_image_rides_in_its_function_call_output() {
+        let req = CompletionRequest {
+            provider: "openai".into(),
+            base_url: String::new(),
+            model: "gpt-5".into(),
+            messages: crate::body::tests::image_batch(),
+            tools: Vec::new(),
+            temperature: None,
+            max_tokens: None,
+            reasoning_effort: None,
+            replay_reasoning: false,
+            capabilities: None,
+            extra: None,
+            tool_search: false,
+        };
+        let body = responses_body(&req, &Map::new()).unwrap();
+        let outputs: Vec<&Value> = body["input"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|i| i["type"] == "function_call_output")
+            .collect();
+        assert_eq!(
+            outputs[0]["output"],
+            json!([
+                {"type": "input_text", "text": "Image dot.png"},
+                {"type": "input_image", "image_url": "data:image/png;base64,iVBO"},
+            ])
+        );
+        assert_eq!(outputs[1]["output"], "1\tfn main() {}");
+    }
 
     #[test]
     fn function_calls_reasoning_and_usage() {

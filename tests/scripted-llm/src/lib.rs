@@ -2,7 +2,10 @@
 //! each request with the next scripted [`Step`] — SSE streams in the exact
 //! OpenAI Chat Completions / Responses and Anthropic Messages formats, error
 //! statuses with headers, mid-stream disconnects, slow first bytes — and records
-//! every request for assertions. It is the one stand-in the test suite uses,
+//! every request for assertions. A `GET` (a provider probing the server, e.g.
+//! `/v1/models` or llama.cpp's `/props`) is answered from the routes set with
+//! [`ScriptedLlm::route`] (404 otherwise) without taking a scripted step, and
+//! is recorded apart, in [`ScriptedLlm::probes`]. It is the one stand-in the test suite uses,
 //! because no real model is reachable here.
 
 use serde_json::{Value, json};
@@ -69,7 +72,15 @@ impl Recorded {
 pub struct ScriptedLlm {
     addr: SocketAddr,
     script: Arc<Mutex<VecDeque<Step>>>,
-    requests: Arc<Mutex<Vec<Recorded>>>,
+    shared: Arc<Shared>,
+}
+
+/// What the connections share besides the script.
+#[derive(Default)]
+struct Shared {
+    requests: Mutex<Vec<Recorded>>,
+    probes: Mutex<Vec<Recorded>>,
+    routes: Mutex<Vec<(String, Step)>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -82,8 +93,8 @@ impl ScriptedLlm {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let script = Arc::new(Mutex::new(VecDeque::from(script)));
-        let requests = Arc::new(Mutex::new(Vec::new()));
-        let (s, r) = (script.clone(), requests.clone());
+        let shared = Arc::new(Shared::default());
+        let (s, r) = (script.clone(), shared.clone());
         tokio::spawn(async move {
             while let Ok((sock, _)) = listener.accept().await {
                 let (s, r) = (s.clone(), r.clone());
@@ -95,7 +106,7 @@ impl ScriptedLlm {
         Ok(Self {
             addr,
             script,
-            requests,
+            shared,
         })
     }
 
@@ -114,9 +125,22 @@ impl ScriptedLlm {
         lock(&self.script).push_back(step);
     }
 
-    /// Requests received so far.
+    /// Requests received so far (every method but `GET`).
     pub fn requests(&self) -> Vec<Recorded> {
-        lock(&self.requests).clone()
+        lock(&self.shared.requests).clone()
+    }
+
+    /// Answers every `GET path` with `step` from now on (a `Status` step;
+    /// the path includes any query).
+    pub fn route(&self, path: &str, step: Step) {
+        let mut routes = lock(&self.shared.routes);
+        routes.retain(|(p, _)| p != path);
+        routes.push((path.to_string(), step));
+    }
+
+    /// `GET` requests received so far.
+    pub fn probes(&self) -> Vec<Recorded> {
+        lock(&self.shared.probes).clone()
     }
 }
 
@@ -172,15 +196,28 @@ async fn write_chunk(sock: &mut TcpStream, data: &str) -> std::io::Result<()> {
 async fn serve(
     mut sock: TcpStream,
     script: Arc<Mutex<VecDeque<Step>>>,
-    requests: Arc<Mutex<Vec<Recorded>>>,
+    shared: Arc<Shared>,
 ) -> std::io::Result<()> {
     while let Some(req) = read_request(&mut sock).await? {
-        lock(&requests).push(req);
-        let mut step = lock(&script).pop_front().unwrap_or(Step::Status {
-            status: 500,
-            headers: Vec::new(),
-            body: json!({"error": {"message": "script exhausted"}}).to_string(),
-        });
+        let mut step = if req.method == "GET" {
+            let routed = lock(&shared.routes)
+                .iter()
+                .find(|(p, _)| *p == req.path)
+                .map(|(_, s)| s.clone());
+            lock(&shared.probes).push(req);
+            routed.unwrap_or(Step::Status {
+                status: 404,
+                headers: Vec::new(),
+                body: json!({"error": {"message": "not found"}}).to_string(),
+            })
+        } else {
+            lock(&shared.requests).push(req);
+            lock(&script).pop_front().unwrap_or(Step::Status {
+                status: 500,
+                headers: Vec::new(),
+                body: json!({"error": {"message": "script exhausted"}}).to_string(),
+            })
+        };
         while let Step::Delay(d, inner) = step {
             tokio::time::sleep(d).await;
             step = *inner;

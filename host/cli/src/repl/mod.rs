@@ -70,7 +70,10 @@ pub async fn run(
     } else {
         None
     };
-    repl.banner(started);
+    // The window shown is the one sessions use (asked of a self-hosted
+    // server once, bounded; the answer is kept for the alias).
+    let window = repl.app.resolve_window().await;
+    repl.banner(started, window);
     repl.open_slot("main".into(), resume.as_deref()).await?;
     if let Some(skill) = skill {
         // `--skill` that cannot apply stops here rather than chatting without it.
@@ -140,13 +143,13 @@ pub async fn run(
 }
 
 impl Repl {
-    fn banner(&self, started: std::time::Instant) {
+    fn banner(&self, started: std::time::Instant, window: Option<u32>) {
         let app = &self.app;
         let mut lines = vec![
             format!(
                 "turnstone {} · model {}",
                 env!("CARGO_PKG_VERSION"),
-                app.model_line()
+                app.model_line(window)
             ),
             format!(
                 "workspace {} · {} plugin(s), {} tool(s) loaded in {} ms",

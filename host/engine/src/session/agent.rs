@@ -46,6 +46,8 @@ pub(super) struct SessionAgent {
     pub(super) workspace: PathBuf,
     pub(super) ctx: AgentContext,
     pub(super) slot: SkillSlot,
+    /// See [`super::ChatSession::context_id`].
+    pub(super) context_id: String,
 }
 
 fn mem_err(e: turnstone_storage::StorageError) -> MemoryError {
@@ -205,6 +207,7 @@ impl SessionHost for SessionAgent {
             workspace: Some(self.workspace.display().to_string()),
             project_id: self.project_id.clone(),
             kind: SessionKind::Interactive,
+            context_id: self.context_id.clone(),
         }
     }
 

@@ -165,6 +165,7 @@ impl ChatSession {
         self.turns.extend(kept);
         self.row_ids = synthetic_ids;
         self.row_ids.extend(kept_ids);
+        self.compactions += 1;
         self.emit(Event::info(format!(
             "Conversation compacted: {split} turns summarized."
         )));

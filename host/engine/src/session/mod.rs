@@ -3,6 +3,7 @@
 //! answers without tool calls.
 
 mod agent;
+mod binding;
 mod compact;
 mod edit;
 mod mcp;
@@ -15,6 +16,7 @@ mod title;
 mod tools;
 
 pub use agent::{AgentContext, LOCAL_USER, save_skill};
+pub use binding::{DEFAULT_CONTEXT_WINDOW, ModelBinding, ReportedCapabilities, ServedWindow};
 pub use edit::{EditError, MODEL_ALIAS_KEY};
 pub use prompt::{MEMORY_INDEX_BUDGET, memory_index};
 pub use queue::{CancelHandle, MAX_QUEUED, MessageQueue, QueueFull};
@@ -29,8 +31,8 @@ use std::sync::Arc;
 use stream::StreamFailure;
 use tokio_util::sync::CancellationToken;
 use turnstone_protocol::{Event, SessionState, StateChange};
-use turnstone_runtime::provider_types as wit;
-use turnstone_runtime::{LoadedPlugin, PluginSet, SecretSource};
+
+use turnstone_runtime::PluginSet;
 
 /// Tool calls that may run at the same time.
 pub const MAX_PARALLEL_TOOLS: usize = 4;
@@ -46,173 +48,6 @@ pub const COMPACTION_PROMPT: &str = "Summarize the conversation so far for your 
 pub const MAX_REISSUES: u32 = 2;
 /// Attempts per model call (1 + 3 retries).
 pub const MAX_ATTEMPTS: u32 = 4;
-
-/// Everything needed to call one model.
-#[derive(Clone)]
-pub struct ModelBinding {
-    /// The provider component.
-    pub plugin: Arc<LoadedPlugin>,
-    /// Provider flavour (openai, anthropic, google, …-compatible).
-    pub provider: String,
-    /// API base URL.
-    pub base_url: String,
-    /// Model id.
-    pub model: String,
-    /// Context window in tokens.
-    pub context_window: u32,
-    /// Per-call secrets (the alias's `api_key`).
-    pub secrets: Option<Arc<dyn SecretSource>>,
-    /// Sampling temperature.
-    pub temperature: Option<f64>,
-    /// Output cap.
-    pub max_tokens: Option<u32>,
-    /// Reasoning effort.
-    pub reasoning_effort: Option<String>,
-    /// Capability overrides (JSON object).
-    pub capabilities: Option<String>,
-    /// Replay stored reasoning to the provider that produced it.
-    pub replay_reasoning: bool,
-    /// The alias's FIFO admission gate (at most `max_concurrency` generations).
-    pub admission: Option<Arc<tokio::sync::Semaphore>>,
-    /// What the provider component reports for the model (shared by every
-    /// binding of an alias, asked once).
-    pub reported: ReportedCapabilities,
-}
-
-/// A provider's `capabilities(model)` answer, asked on first use and kept
-/// (`None` when the call failed: nothing is assumed).
-pub type ReportedCapabilities = Arc<tokio::sync::OnceCell<Option<wit::ModelCapabilities>>>;
-
-/// The per-call secret source carrying an alias's API key.
-struct AliasKey(String);
-
-impl SecretSource for AliasKey {
-    fn secret(&self, name: &str) -> Option<String> {
-        (name == "api_key").then(|| self.0.clone())
-    }
-}
-
-impl ModelBinding {
-    /// `model` of `provider` at `base_url`, served by `plugin`, with the
-    /// defaults of an alias that sets nothing else (128k window).
-    pub fn new(plugin: Arc<LoadedPlugin>, provider: &str, base_url: &str, model: &str) -> Self {
-        Self {
-            plugin,
-            provider: provider.into(),
-            base_url: base_url.into(),
-            model: model.into(),
-            context_window: 128_000,
-            secrets: None,
-            temperature: None,
-            max_tokens: None,
-            reasoning_effort: None,
-            capabilities: None,
-            replay_reasoning: false,
-            admission: None,
-            reported: Default::default(),
-        }
-    }
-
-    /// The same binding with `key` as its per-call `api_key`.
-    pub fn with_api_key(mut self, key: &str) -> Self {
-        self.secrets = Some(Arc::new(AliasKey(key.into())));
-        self
-    }
-
-    /// The binding tests use: the openai provider component against a
-    /// scripted LLM at `base_url` (…`/v1`), model `gpt-4o-mini`, key `sk-test`.
-    pub fn for_test(plugin: Arc<LoadedPlugin>, base_url: &str) -> Self {
-        Self::new(plugin, "openai", base_url, "gpt-4o-mini").with_api_key("sk-test")
-    }
-
-    /// The binding for a registry alias served by `plugin`.
-    pub fn from_alias(alias: &crate::models::Alias, plugin: Arc<LoadedPlugin>) -> Self {
-        let c = &alias.config;
-        Self {
-            plugin,
-            provider: alias.provider.clone(),
-            base_url: alias.base_url.clone(),
-            model: c.model.clone(),
-            context_window: c.context_window.unwrap_or(128_000),
-            secrets: alias
-                .api_key
-                .clone()
-                .map(|k| Arc::new(AliasKey(k)) as Arc<dyn SecretSource>),
-            temperature: c.temperature,
-            max_tokens: c.max_tokens,
-            reasoning_effort: c.reasoning_effort.clone(),
-            capabilities: c
-                .capabilities
-                .as_ref()
-                .map(|m| serde_json::Value::Object(m.clone()).to_string()),
-            replay_reasoning: false,
-            admission: alias.admission.clone(),
-            reported: alias.reported.clone(),
-        }
-    }
-
-    /// The model's capabilities: the provider component's report (asked
-    /// once per alias) with the operator's `[models.x.capabilities]` laid
-    /// over it. `None` when the provider could not say.
-    pub async fn model_capabilities(&self) -> Option<wit::ModelCapabilities> {
-        let reported = self
-            .reported
-            .get_or_init(|| async {
-                match self.plugin.provider_capabilities(&self.model).await {
-                    Ok(c) => Some(c),
-                    Err(e) => {
-                        tracing::warn!(model = %self.model, "provider capabilities unavailable: {e}");
-                        None
-                    }
-                }
-            })
-            .await
-            .as_ref()
-            .copied()?;
-        Some(apply_overrides(reported, self.capabilities.as_deref()))
-    }
-
-    /// Whether the provider searches deferred tools itself for this model.
-    /// Never on a `*-compatible` lane: a local server named like a cloud
-    /// model does not have the cloud's server-side tools.
-    pub async fn supports_tool_search(&self) -> bool {
-        if self.provider.ends_with("-compatible") {
-            return false;
-        }
-        self.model_capabilities()
-            .await
-            .is_some_and(|c| c.supports_tool_search)
-    }
-}
-
-/// `caps` with the boolean and numeric keys of the operator's JSON object
-/// (`supports_vision = true`, `context_window = 32768`, …) laid over it.
-fn apply_overrides(
-    mut caps: wit::ModelCapabilities,
-    overrides: Option<&str>,
-) -> wit::ModelCapabilities {
-    let Some(serde_json::Value::Object(map)) =
-        overrides.and_then(|o| serde_json::from_str::<serde_json::Value>(o).ok())
-    else {
-        return caps;
-    };
-    for (key, value) in &map {
-        let flag = value.as_bool();
-        let number = value.as_u64().and_then(|n| u32::try_from(n).ok());
-        match (key.as_str(), flag, number) {
-            ("supports_tools", Some(b), _) => caps.supports_tools = b,
-            ("supports_vision", Some(b), _) => caps.supports_vision = b,
-            ("supports_reasoning", Some(b), _) => caps.supports_reasoning = b,
-            ("supports_temperature", Some(b), _) => caps.supports_temperature = b,
-            ("supports_streaming", Some(b), _) => caps.supports_streaming = b,
-            ("supports_tool_search", Some(b), _) => caps.supports_tool_search = b,
-            ("context_window", _, Some(n)) => caps.context_window = n,
-            ("max_output_tokens", _, Some(n)) => caps.max_output_tokens = n,
-            _ => {}
-        }
-    }
-    caps
-}
 
 /// Session settings.
 #[derive(Debug, Clone)]
@@ -328,6 +163,8 @@ pub struct ChatSession {
     skill: SkillSlot,
     /// The memory index, once built (`Some(None)`: nothing to list).
     memory_index: Option<Option<String>>,
+    /// Compactions so far in this process (names the context without storage).
+    compactions: u32,
     /// The workstream's project, once looked up.
     project: Option<Option<String>>,
     /// Titles on (`Some`), with their own binding or the session's (`None`).
@@ -377,6 +214,7 @@ impl ChatSession {
             agent: AgentContext::default(),
             skill: SkillSlot::default(),
             memory_index: None,
+            compactions: 0,
             project: None,
             titles: None,
             titled: false,

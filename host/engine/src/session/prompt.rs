@@ -8,7 +8,7 @@ use super::ChatSession;
 use super::agent::{LOCAL_USER, SessionAgent, rank};
 use crate::turn::Role;
 use std::sync::Arc;
-use turnstone_storage::types::{Memory, MemoryView};
+use turnstone_storage::types::{COMPACTION_SOURCE, Memory, MemoryView};
 
 /// Characters the memory index may take.
 pub const MEMORY_INDEX_BUDGET: usize = 2_000;
@@ -120,7 +120,24 @@ impl ChatSession {
             workspace: self.cfg.workspace.clone(),
             ctx: self.agent.clone(),
             slot: self.skill.clone(),
+            context_id: self.context_id(),
         })
+    }
+
+    /// What the model has in its context: the session id, and after a
+    /// compaction which summary the context starts from (the summary's row,
+    /// stable across a resume; a count without storage).
+    pub(super) fn context_id(&self) -> String {
+        let base = &self.cfg.session_id;
+        match self.turns.first() {
+            Some(t) if t.meta.source.as_deref() == Some(COMPACTION_SOURCE) => {
+                match self.row_ids.first().copied().filter(|id| *id > 0) {
+                    Some(row) => format!("{base}@{row}"),
+                    None => format!("{base}@c{}", self.compactions),
+                }
+            }
+            _ => base.clone(),
+        }
     }
 
     /// The memory index, built once (again after a compaction).

@@ -147,19 +147,21 @@ impl ChatSession {
 
     /// One model turn with the retry ladder, then the fallback models.
     pub(super) async fn stream_turn(&mut self) -> Result<Turn, StreamFailure> {
+        self.binding.resolve_window().await;
         let bindings: Vec<ModelBinding> = std::iter::once(self.binding.clone())
             .chain(self.fallbacks.iter().cloned())
             .collect();
         let mut last_err = None;
-        for (i, b) in bindings.iter().enumerate() {
+        for (i, mut b) in bindings.into_iter().enumerate() {
             if i > 0 {
+                b.resolve_window().await;
                 self.emit(Event::info(format!(
                     "Falling back to {} ({}).",
                     b.model, b.provider
                 )));
             }
             for attempt in 0..MAX_ATTEMPTS {
-                match self.attempt_with_reissue(b).await {
+                match self.attempt_with_reissue(&b).await {
                     Ok(turn) => return Ok(turn),
                     Err(AttemptError::Session(e)) => return Err(StreamFailure::Error(e)),
                     Err(AttemptError::Cancelled(partial)) => {
@@ -239,6 +241,9 @@ impl ChatSession {
         let history = self.request_override.as_ref().unwrap_or(&self.turns);
         let mut messages = to_wit_messages(&repair_orphans(history), &b.provider, &NoAttachments)
             .map_err(|e| AttemptError::Session(e.into()))?;
+        if !b.supports_vision().await {
+            crate::lower::describe_images(&mut messages, &b.model);
+        }
         // The memory index and the active skill lead every request (a
         // compaction summary request has neither).
         if self.request_override.is_none()

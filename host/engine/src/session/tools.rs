@@ -4,7 +4,7 @@ use super::{ChatSession, MAX_PARALLEL_TOOLS, NOT_STARTED};
 use crate::events::EventSink;
 use crate::repair::CANCELLED_UNKNOWN;
 use crate::truncate::{CHARS_PER_TOKEN, default_limit, effective_limit, truncate_output};
-use crate::turn::{EffectStatus, ToolCall, Turn};
+use crate::turn::{ContentPart, EffectStatus, ToolCall, Turn};
 use std::sync::Arc;
 use turnstone_protocol::{
     ApproveRequest, Decision, Event, Items, SessionState, ToolItem, ToolOutputChunk, ToolResult,
@@ -35,6 +35,22 @@ impl ToolOutputSink for ChunkForwarder {
 
     fn model(&self) -> Option<Arc<dyn ModelAccess>> {
         Some(self.model.clone())
+    }
+
+    fn session(&self) -> Option<Arc<dyn SessionHost>> {
+        Some(self.session.clone())
+    }
+}
+
+/// What a call sees of the session while it is prepared (no output is
+/// shown before the approval).
+struct Preparing {
+    session: Arc<dyn SessionHost>,
+}
+
+impl ToolOutputSink for Preparing {
+    fn chunk(&self, _text: &str) -> bool {
+        true
     }
 
     fn session(&self) -> Option<Arc<dyn SessionHost>> {
@@ -115,12 +131,15 @@ impl ChatSession {
 
     pub(super) async fn run_tools(&mut self, calls: &[ToolCall]) -> Vec<Turn> {
         let ws = self.cfg.workspace.display().to_string();
+        // Tools return images only to a model that can see them (read_file
+        // describes an image in text otherwise).
+        let supports_vision = self.binding.supports_vision().await;
         let ctx = CallContext {
             call_id: String::new(),
             session_id: self.cfg.session_id.clone(),
             workspace_dir: Some(ws.clone()),
             working_dir: ws,
-            supports_vision: false,
+            supports_vision,
         };
         // The original announces the batch in `running` (contract §3.4).
         self.state(SessionState::Running);
@@ -131,6 +150,12 @@ impl ChatSession {
         // skill saved through the API or a tool could be anyone's.
         let skill_approves = skill.as_ref().is_some_and(|s| {
             s.info.auto_approve && matches!(s.info.source, crate::skills::SkillSource::File(_))
+        });
+        // What the calls may reach of the session (memory, skills, which
+        // context the model has), while preparing and executing.
+        let agent: Arc<dyn SessionHost> = self.session_agent().await;
+        let preparing: Arc<dyn ToolOutputSink> = Arc::new(Preparing {
+            session: agent.clone(),
         });
         // Prepare every call: parse arguments, validate, build previews.
         let mut prepared: Vec<(ToolItem, Option<Runnable>)> = Vec::new();
@@ -201,7 +226,10 @@ impl ChatSession {
                 call_id: call.id.clone(),
                 ..ctx.clone()
             };
-            match plugin.prepare(&call.name, &args, &call_ctx).await {
+            match plugin
+                .prepare_in(&call.name, &args, &call_ctx, preparing.clone())
+                .await
+            {
                 Ok(Ok(p)) => {
                     item.header = p.header;
                     item.preview = p.body;
@@ -276,7 +304,6 @@ impl ChatSession {
             binding: self.binding.clone(),
             cancel: self.token.clone(),
         });
-        let agent: Arc<dyn SessionHost> = self.session_agent().await;
         let jobs = prepared
             .into_iter()
             .zip(calls)
@@ -294,6 +321,7 @@ impl ChatSession {
                 let agent = agent.clone();
                 async move {
                     let mut effect = None;
+                    let mut images = Vec::new();
                     let (mut output, is_error) = if let Some(err) = item.error {
                         (err, true)
                     } else if token.is_cancelled() {
@@ -351,6 +379,9 @@ impl ChatSession {
                                 .await
                             {
                                 Ok(r) => {
+                                    if supports_vision {
+                                        images = r.images;
+                                    }
                                     (truncate_output(&r.output, limit).into_owned(), r.is_error)
                                 }
                                 Err(CallError::Cancelled { .. }) => {
@@ -376,6 +407,11 @@ impl ChatSession {
                         event_id: None,
                     }));
                     let mut turn = Turn::tool_result(call, output, is_error);
+                    turn.content
+                        .extend(images.into_iter().map(|i| ContentPart::Image {
+                            attachment_id: None,
+                            url: Some(format!("data:{};base64,{}", i.media_type, i.data_base64)),
+                        }));
                     turn.meta.effect = effect;
                     turn
                 }

@@ -114,6 +114,7 @@ impl session_info::Host for HostState {
                 workspace: None,
                 project_id: None,
                 kind: SessionKind::None,
+                context_id: String::new(),
             },
         }))
     }

@@ -170,7 +170,11 @@ pub(crate) async fn models(State(state): State<AppState>) -> Result<Json<ModelsB
             alias: a.name.clone(),
             model: a.config.model.clone(),
             provider: a.provider.clone(),
-            context_window: a.config.context_window,
+            // The configured window, else what the server said once asked.
+            context_window: a
+                .config
+                .context_window
+                .or_else(|| a.served.get().copied().flatten()),
             capabilities: a.config.capabilities.clone(),
         })
         .collect();
