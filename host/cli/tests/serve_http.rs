@@ -348,7 +348,9 @@ async fn global_stream_is_filtered_to_the_users_own_workstreams() {
         "{m}"
     );
     assert!(
-        m.contains("turnstone_plugin_calls_total{plugin=\"openai\"} 1"),
+        // The completion, plus what is asked once per alias: the server's
+        // context window (probe) and the model's capabilities.
+        m.contains("turnstone_plugin_calls_total{plugin=\"openai\"} 3"),
         "{m}"
     );
     assert!(m.contains("turnstone_workstreams{state=\"idle\"} 2"), "{m}");

@@ -31,12 +31,13 @@ fn parse_data_url(url: &str) -> Result<ImageData, LowerError> {
     })
 }
 
-/// Replaces every image in `messages` with a line of text saying what it was,
-/// for a model that cannot take images (text-only servers refuse a request
-/// carrying one). Returns how many were replaced.
+/// Replaces every image a tool returned in `messages` with a line of text
+/// saying what it was, for a model that cannot take images (text-only
+/// servers refuse a request carrying one). Images the user attached are
+/// theirs to send and stay. Returns how many were replaced.
 pub fn describe_images(messages: &mut [wit::Message], model: &str) -> usize {
     let mut replaced = 0;
-    for m in messages {
+    for m in messages.iter_mut().filter(|m| m.role == wit::Role::Tool) {
         for part in &mut m.content {
             if let wit::ContentPart::Image(img) = part {
                 // Four base64 characters carry three bytes.
