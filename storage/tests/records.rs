@@ -257,6 +257,22 @@ async fn memories_are_visible_only_to_their_scope(h: Harness) {
     );
     assert_eq!(
         names(
+            db.search_visible_memories("lives pref", &bob, Some("user"), 100)
+                .await
+                .unwrap()
+        ),
+        ["bob_pref"],
+        "a scope narrows the search"
+    );
+    assert!(
+        db.search_visible_memories("lives pref", &bob, Some("workstream"), 100)
+            .await
+            .unwrap()
+            .is_empty(),
+        "bob has no workstream in this view"
+    );
+    assert_eq!(
+        names(
             db.list_visible_memories(&alice, Some("user"), None, 100)
                 .await
                 .unwrap()

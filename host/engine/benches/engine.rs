@@ -23,6 +23,8 @@ use turnstone_storage::prelude::*;
 
 const TURNS: usize = 400;
 const STREAM_DELTAS: usize = 20_000;
+/// New workstreams whose title call is timed.
+const TITLES: usize = 100;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -192,6 +194,48 @@ async fn run() {
         "  CPU per turn {:>9.3?}  (process user+sys incl. the in-process server and the raw fetches; {:.1?} wall in sessions)",
         cpu / TURNS as u32,
         session_total
+    );
+
+    // Titles: the extra model call a new workstream makes after its first
+    // exchange (one per workstream), timed from the job's start to the
+    // stored title.
+    let mut title_times = Vec::new();
+    let before = llm.requests().len();
+    for _ in 0..TITLES {
+        let created = db
+            .create_workstream(&NewWorkstream::default())
+            .await
+            .expect("create");
+        db.publish_workstream(&created).await.expect("publish");
+        let mut session = ChatSession::new(
+            binding.clone(),
+            tools.clone(),
+            EventSink::with_handler(|_| {}),
+            SessionConfig::new(created.ws_id.clone(), dir.path().to_path_buf()),
+        )
+        .with_storage(db.clone(), created.ws_id.clone())
+        .with_titles(None);
+        llm.push(reply());
+        session.send("hi").await.expect("turn");
+        llm.push(step(openai::text(&["Greeting ", "the world"])));
+        let job = session.title_job().await.expect("a title is due");
+        let t = Instant::now();
+        let title = job.run().await;
+        title_times.push(t.elapsed());
+        assert_eq!(title.as_deref(), Some("Greeting the world"));
+        assert!(session.title_job().await.is_none(), "asked once");
+    }
+    let calls = llm.requests().len() - before;
+    title_times.sort();
+    println!(
+        "titles ({TITLES} new workstreams): {:.1} model calls per workstream ({} of them the title)",
+        calls as f64 / TITLES as f64,
+        (calls - TITLES) / TITLES
+    );
+    println!(
+        "  title call   p50 {:>9.3?}  p90 {:>9.3?}  (after the turn, beside the session)",
+        percentile(&title_times, 0.5),
+        percentile(&title_times, 0.9)
     );
 
     // Streaming throughput.

@@ -1,6 +1,8 @@
 //! Runtime benchmarks: cold compile vs cached load per component, per-call
 //! overhead of a trivial tool call (fresh store + instantiate + call + drop),
-//! and host start-up with every component loaded from the cache.
+//! host start-up with every component loaded from the cache, and the same
+//! tool built against WIT 0.1.0 (the committed fixture) and 0.2.0: load and
+//! call under the current host.
 //!
 //! Run with `cargo xtask bench` (builds the components first).
 
@@ -136,5 +138,83 @@ fn startup(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, compile_vs_cache, call_overhead, startup);
+/// `word_count` as the 0.1.0 SDK built it (committed) and as this tree builds it.
+fn word_counts() -> [(&'static str, PathBuf); 2] {
+    [
+        (
+            "0.1.0",
+            target().join("../tests/fixtures/wit-0.1.0/word_count"),
+        ),
+        ("0.2.0", target().join("example-plugins/word_count")),
+    ]
+}
+
+fn wit_versions(c: &mut Criterion) {
+    let tokio = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let rt = Runtime::new(RuntimeOptions {
+        cache_dir: Some(cache.path().to_path_buf()),
+        ..Default::default()
+    })
+    .unwrap();
+    let cold = Runtime::new(RuntimeOptions::default()).unwrap();
+    let load = |rt: &Runtime, dir: &PathBuf| {
+        tokio
+            .block_on(rt.load(
+                PluginSource {
+                    dir: dir.clone(),
+                    builtin: false,
+                },
+                PluginSettings::default(),
+            ))
+            .unwrap()
+    };
+    let ctx = CallContext {
+        call_id: "c".into(),
+        session_id: "s".into(),
+        workspace_dir: None,
+        working_dir: "/".into(),
+        supports_vision: false,
+    };
+    let sink = Arc::new(NullSink);
+    let mut g = c.benchmark_group("wit");
+    g.sample_size(10).measurement_time(Duration::from_secs(5));
+    for (version, dir) in word_counts() {
+        g.bench_function(format!("load_uncached/word_count@{version}"), |b| {
+            b.iter(|| load(&cold, &dir))
+        });
+        load(&rt, &dir); // warm the cache
+        g.bench_function(format!("load_cached/word_count@{version}"), |b| {
+            b.iter(|| load(&rt, &dir))
+        });
+        let plugin = load(&rt, &dir);
+        g.bench_function(format!("call/word_count@{version}"), |b| {
+            b.to_async(&tokio).iter(|| async {
+                let r = plugin
+                    .execute(
+                        "word_count",
+                        r#"{"text":"a b c"}"#,
+                        &ctx,
+                        sink.clone(),
+                        None,
+                    )
+                    .await
+                    .unwrap();
+                assert!(!r.is_error, "{}", r.output);
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(
+    benches,
+    compile_vs_cache,
+    call_overhead,
+    startup,
+    wit_versions
+);
 criterion_main!(benches);

@@ -264,32 +264,56 @@ macro_rules! impl_memory_store {
                 if tokens.is_empty() {
                     return Ok(Vec::new());
                 }
-                let mut qb = sqlx::QueryBuilder::<$db>::new(concat!(
-                    "SELECT ",
-                    $crate::ops::memories::memory_columns!(),
-                    " FROM structured_memories WHERE (scope = 'global' OR (scope = 'user' AND scope_id = "
-                ));
-                qb.push_bind(view.user_id.clone())
-                    .push(") OR (scope = 'workstream' AND scope_id = ")
-                    .push_bind(view.ws_id.clone())
-                    .push(") OR (scope = 'project' AND scope_id = ")
-                    .push_bind(view.project_id.clone())
-                    .push("))");
-                if let Some(s) = scope {
-                    qb.push(" AND scope = ").push_bind(s.to_string());
-                }
-                // Any word: the caller ranks the candidates (BM25).
-                qb.push(" AND (");
-                for (i, t) in tokens.iter().enumerate() {
-                    if i > 0 {
-                        qb.push(" OR ");
+                // One index range per visible scope (global, the caller's
+                // user, workstream and project), each matched and cut to
+                // `limit` on its own, then the newest of those: only rows
+                // the caller may see are ever matched.
+                let limit = limit.clamp(1, 1000);
+                let mut qb = sqlx::QueryBuilder::<$db>::new("SELECT * FROM (");
+                let scopes: [(&str, Option<String>); 4] = [
+                    ("global", Some(String::new())),
+                    ("user", view.user_id.clone()),
+                    ("workstream", view.ws_id.clone()),
+                    ("project", view.project_id.clone()),
+                ];
+                let mut first = true;
+                for (name, id) in scopes {
+                    let Some(id) = id else { continue };
+                    if scope.is_some_and(|s| s != name) {
+                        continue;
                     }
-                    qb.push("lower(name || ' ' || description || ' ' || content) LIKE ")
-                        .push_bind(format!("%{}%", $crate::util::like_escape(t)))
-                        .push(" ESCAPE '\\'");
+                    if !first {
+                        qb.push(" UNION ALL ");
+                    }
+                    first = false;
+                    qb.push(concat!(
+                        "SELECT * FROM (SELECT ",
+                        $crate::ops::memories::memory_columns!(),
+                        " FROM structured_memories WHERE scope = "
+                    ))
+                    .push_bind(name)
+                    .push(" AND scope_id = ")
+                    .push_bind(id)
+                    .push(" AND (");
+                    // Any word: the caller ranks the candidates (BM25).
+                    for (i, t) in tokens.iter().enumerate() {
+                        if i > 0 {
+                            qb.push(" OR ");
+                        }
+                        qb.push("lower(name || ' ' || description || ' ' || content) LIKE ")
+                            .push_bind(format!("%{}%", $crate::util::like_escape(t)))
+                            .push(" ESCAPE '\\'");
+                    }
+                    qb.push(") ORDER BY updated DESC LIMIT ")
+                        .push_bind(limit)
+                        .push(") AS s_")
+                        .push(name);
                 }
-                qb.push(") ORDER BY updated DESC, memory_id LIMIT ")
-                    .push_bind(limit.clamp(1, 1000));
+                if first {
+                    return Ok(Vec::new());
+                }
+                qb.push(") AS visible ORDER BY updated DESC, memory_id LIMIT ")
+                    .push_bind(limit);
                 let rows = qb.build().fetch_all(&self.pool).await?;
                 rows.iter().map(Self::memory_from_row).collect()
             }
