@@ -25,6 +25,10 @@ pub trait WorkstreamStore: Send + Sync {
     async fn set_alias(&self, ws_id: &str, alias: Option<&str>) -> Result<()>;
     /// Sets the title.
     async fn set_title(&self, ws_id: &str, title: Option<&str>) -> Result<()>;
+    /// Sets the title only while the workstream has neither title nor alias
+    /// (one statement, so a name given meanwhile is never overwritten);
+    /// false when it had one.
+    async fn set_title_if_unnamed(&self, ws_id: &str, title: &str) -> Result<bool>;
     /// Published workstreams with at least one turn, newest activity first.
     async fn list_workstreams_with_history(
         &self,

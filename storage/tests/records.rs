@@ -11,6 +11,7 @@ both_backends!(
     memories_are_visible_only_to_their_scope,
     the_memories_api_sees_only_its_owners_rows,
     skills_keep_every_version,
+    concurrent_saves_of_a_skill_each_get_a_version,
     users_and_tokens,
     plugin_state_crud,
     mcp_servers_crud_reset_a_namesakes_grant,
@@ -314,6 +315,28 @@ async fn memories_are_visible_only_to_their_scope(h: Harness) {
         ),
         ["g"]
     );
+}
+
+async fn concurrent_saves_of_a_skill_each_get_a_version(h: Harness) {
+    let saves = (0..4).map(|i| {
+        let db = h.db.clone();
+        tokio::spawn(async move {
+            db.save_skill(&NewSkill {
+                name: "race".into(),
+                description: format!("Race {i}"),
+                content: format!("---\nname: race\ndescription: Race {i}\n---\n"),
+                created_by: None,
+            })
+            .await
+        })
+    });
+    let mut versions: Vec<i64> = futures::future::join_all(saves)
+        .await
+        .into_iter()
+        .map(|r| r.unwrap().expect("every save lands").version)
+        .collect();
+    versions.sort();
+    assert_eq!(versions, [1, 2, 3, 4]);
 }
 
 async fn skills_keep_every_version(h: Harness) {

@@ -14,7 +14,51 @@ both_backends!(
     reap_removes_only_old_unexcluded_reservations,
     fork_copies_the_resume_view_and_config_atomically,
     config_round_trips_and_reserves_private_keys,
+    a_generated_title_never_overwrites_a_name,
 );
+
+async fn a_generated_title_never_overwrites_a_name(h: Harness) {
+    let db = &h.db;
+    let fresh = published(db, None).await;
+    assert!(db.set_title_if_unnamed(&fresh, "Generated").await.unwrap());
+    let w = db.get_workstream(&fresh).await.unwrap().unwrap();
+    assert_eq!(w.title.as_deref(), Some("Generated"));
+    assert!(
+        !db.set_title_if_unnamed(&fresh, "Second").await.unwrap(),
+        "titled once"
+    );
+    let named = published(db, None).await;
+    db.set_title(&named, Some("Mine")).await.unwrap();
+    assert!(!db.set_title_if_unnamed(&named, "Generated").await.unwrap());
+    let aliased = published(db, None).await;
+    db.set_alias(&aliased, Some("work")).await.unwrap();
+    assert!(
+        !db.set_title_if_unnamed(&aliased, "Generated")
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        db.get_workstream(&named)
+            .await
+            .unwrap()
+            .unwrap()
+            .title
+            .as_deref(),
+        Some("Mine")
+    );
+    assert!(
+        db.get_workstream(&aliased)
+            .await
+            .unwrap()
+            .unwrap()
+            .title
+            .is_none()
+    );
+    assert!(matches!(
+        db.set_title_if_unnamed(&fresh, "bad\0title").await,
+        Err(StorageError::InvalidInput(_))
+    ));
+}
 
 async fn reservation_is_hidden_until_published_by_its_token(h: Harness) {
     let db = &h.db;

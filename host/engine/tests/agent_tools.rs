@@ -368,3 +368,52 @@ async fn tool_saved_skills_cannot_replace_files_or_others_and_never_auto_approve
     assert!(other.contains("saved by someone else"), "{other}");
     assert_eq!(db.skill_versions("mine").await.unwrap().len(), 1);
 }
+
+#[tokio::test]
+async fn a_resumed_workstream_gets_the_current_skill_version_and_is_told() {
+    let f = session(Vec::new(), false).await;
+    let dir = tempfile::tempdir().unwrap();
+    let db = database(dir.path()).await;
+    let lib = SkillLibrary::new(Vec::new(), Some(db.clone()));
+    let doc = |body: &str| format!("---\nname: tidy\ndescription: Tidy up\n---\n{body}\n");
+    turnstone_engine::session::save_skill(&lib, &db, &doc("Tidy v1."), Some("admin".into()))
+        .await
+        .unwrap();
+    let ws = workstream(&db, "alice", "t").await;
+    let mut s = agent_session(&f, &db, &ws, "alice", Some(lib.clone()));
+    s.activate_skill("tidy", &Default::default()).await.unwrap();
+    // Same version: resumed silently.
+    let before = f.recorder.events().len();
+    let same = agent_session(&f, &db, &ws, "alice", Some(lib.clone()))
+        .resume()
+        .await
+        .unwrap();
+    assert_eq!(same.active_skill().unwrap().info.version, 1);
+    let said = |from: usize| -> Vec<String> {
+        f.recorder.events()[from..]
+            .iter()
+            .filter_map(|e| match e {
+                turnstone_protocol::Event::Info(i) => Some(i.message.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    assert!(said(before).is_empty(), "{:?}", said(before));
+    // The operator fixes the skill; the workstream resumes on version 2.
+    turnstone_engine::session::save_skill(&lib, &db, &doc("Tidy v2."), Some("admin".into()))
+        .await
+        .unwrap();
+    lib.invalidate().await;
+    let before = f.recorder.events().len();
+    let resumed = agent_session(&f, &db, &ws, "alice", Some(lib))
+        .resume()
+        .await
+        .unwrap();
+    let active = resumed.active_skill().unwrap();
+    assert_eq!(active.info.version, 2);
+    assert!(active.body.contains("Tidy v2."));
+    assert_eq!(
+        said(before),
+        ["skill \"tidy\" is now version 2 (this workstream used version 1)"]
+    );
+}

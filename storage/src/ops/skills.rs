@@ -11,6 +11,17 @@ macro_rules! skill_columns {
 
 pub(crate) use skill_columns;
 
+/// A unique-key collision or a serialization failure: the write raced
+/// another and may be tried again.
+pub(crate) fn is_write_conflict(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Database(db) => {
+            db.is_unique_violation() || db.code().as_deref() == Some("40001")
+        }
+        _ => false,
+    }
+}
+
 /// Expands `SkillStore` for a backend whose store type has a `pool` field and
 /// a `begin_write` method.
 macro_rules! impl_skill_store {
@@ -30,15 +41,11 @@ macro_rules! impl_skill_store {
                     created_by: r.try_get("created_by")?,
                 })
             }
-        }
 
-        #[async_trait::async_trait]
-        impl $crate::backend::SkillStore for $store {
-            async fn save_skill(
+            async fn save_skill_once(
                 &self,
                 s: &$crate::types::NewSkill,
             ) -> $crate::error::Result<$crate::types::SkillRecord> {
-                $crate::ops::skills::check_skill(s)?;
                 let mut tx = self.begin_write().await?;
                 let last: Option<i64> = sqlx::query_scalar(
                     "SELECT CAST(MAX(version) AS BIGINT) FROM prompt_templates WHERE name = $1",
@@ -63,6 +70,28 @@ macro_rules! impl_skill_store {
                 let rec = Self::skill_from_row(&row)?;
                 tx.commit().await?;
                 Ok(rec)
+            }
+        }
+
+        #[async_trait::async_trait]
+        impl $crate::backend::SkillStore for $store {
+            async fn save_skill(
+                &self,
+                s: &$crate::types::NewSkill,
+            ) -> $crate::error::Result<$crate::types::SkillRecord> {
+                $crate::ops::skills::check_skill(s)?;
+                // Two saves of one skill at once read the same last version;
+                // the second insert then collides (UNIQUE (name, version)) and
+                // is tried again on the version the first one took.
+                let mut attempt = 0;
+                loop {
+                    attempt += 1;
+                    match self.save_skill_once(s).await {
+                        Err($crate::error::StorageError::Database(e))
+                            if attempt < 5 && $crate::ops::skills::is_write_conflict(&e) => {}
+                        other => return other,
+                    }
+                }
             }
 
             async fn latest_skills(&self) -> $crate::error::Result<Vec<$crate::types::SkillRecord>> {

@@ -292,6 +292,25 @@ macro_rules! impl_workstream_store {
                 Ok(())
             }
 
+            async fn set_title_if_unnamed(&self, ws_id: &str, title: &str) -> $crate::error::Result<bool> {
+                if title.len() > 1024 || title.contains('\0') {
+                    return Err($crate::error::StorageError::InvalidInput(
+                        "title is longer than 1024 bytes or contains NUL".into(),
+                    ));
+                }
+                let n = sqlx::query(
+                    "UPDATE workstreams SET title = $2, updated = $3 \
+                     WHERE ws_id = $1 AND title IS NULL AND alias IS NULL",
+                )
+                .bind(ws_id)
+                .bind(title)
+                .bind($crate::util::now())
+                .execute(&self.pool)
+                .await?
+                .rows_affected();
+                Ok(n == 1)
+            }
+
             async fn list_workstreams_with_history(
                 &self,
                 user_id: Option<&str>,

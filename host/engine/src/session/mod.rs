@@ -337,15 +337,25 @@ impl ChatSession {
                 "saved model {alias:?} is not available ({e}); using the default"
             )));
         }
-        // The skill the workstream was using comes back with it.
+        // The skill the workstream was using comes back with it, in its
+        // current version (an operator's fix applies to running work); a
+        // version change is said.
         if let Some(choice) = saved_skill.and_then(|s| serde_json::from_str::<SkillChoice>(&s).ok())
             && self.agent.skills.is_some()
-            && let Err(e) = self.activate_skill(&choice.name, &choice.arguments).await
         {
-            self.emit(Event::info(format!(
-                "saved skill {:?} is not available ({e}); continuing without it",
-                choice.name
-            )));
+            match self.activate_skill(&choice.name, &choice.arguments).await {
+                Ok(info) if info.version != choice.version => {
+                    self.emit(Event::info(format!(
+                        "skill {:?} is now version {} (this workstream used version {})",
+                        choice.name, info.version, choice.version
+                    )));
+                }
+                Ok(_) => {}
+                Err(e) => self.emit(Event::info(format!(
+                    "saved skill {:?} is not available ({e}); continuing without it",
+                    choice.name
+                ))),
+            }
         }
         Ok(self)
     }

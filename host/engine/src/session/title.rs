@@ -109,13 +109,14 @@ impl TitleJob {
             }
         };
         let title = clean(&text)?;
-        match self.db.get_workstream(&self.ws_id).await {
-            Ok(Some(w)) if w.title.is_none() && w.alias.is_none() => {}
-            _ => return None,
-        }
-        if let Err(e) = self.db.set_title(&self.ws_id, Some(&title)).await {
-            tracing::warn!(workstream = %self.ws_id, "cannot store the title: {e}");
-            return None;
+        match self.db.set_title_if_unnamed(&self.ws_id, &title).await {
+            Ok(true) => {}
+            // Named meanwhile (`/name`, the API): theirs stands.
+            Ok(false) => return None,
+            Err(e) => {
+                tracing::warn!(workstream = %self.ws_id, "cannot store the title: {e}");
+                return None;
+            }
         }
         self.events.emit(Event::TitleUpdated(TitleUpdated {
             title: title.clone(),
