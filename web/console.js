@@ -113,6 +113,18 @@ function renderPluginTable() {
 }
 
 const LIST_KINDS = [["http", "Outbound HTTP"], ["exec", "Programs"], ["env", "Environment"], ["secrets", "Secrets"]];
+// Capabilities that are a switch: [key, row title, checkbox label].
+const FLAG_KINDS = [
+  ["model", "model access", "may ask the session's model"],
+  ["history", "history", "may search the caller's own conversations"],
+  ["session", "session info", "may learn the caller's workstream, user and model"],
+  ["agents", "sub-agents", "may run sub-agents for the caller"],
+  ["watches", "watches", "may create and cancel the caller's watches"],
+  ["notify", "notifications", "may read and deliver to the caller's notification targets"],
+  ["preview", "preview pane", "may open content in the caller's preview pane"],
+];
+// Capabilities with a level (read-only / read-write): [key, row title].
+const LEVEL_KINDS = [["memory", "memories"], ["skills", "skills"]];
 
 // Requested (left) vs granted (right, editable) for every capability family.
 function renderDetail(p, review) {
@@ -175,7 +187,13 @@ function renderDetail(p, review) {
       row(`${title}: other hosts`, input);
     }
   });
-  if (req.model) row("model access", check("model", "true", !!got.model, "may ask the session's model"));
+  FLAG_KINDS.forEach(([kind, title, label]) => {
+    if (req[kind]) row(title, check(kind, "true", !!got[kind], label));
+  });
+  LEVEL_KINDS.forEach(([kind, title]) => {
+    // A level: granted at most what is requested (read-only or read-write).
+    if (req[kind]) row(`${title} (${req[kind]})`, check(kind, req[kind], !!got[kind], `${req[kind]}`));
+  });
   if (grid.children.length === 2) row("nothing", document.createTextNode("nothing to grant"));
   el.append(grid);
   const actions = document.createElement("div");
@@ -210,11 +228,12 @@ function renderDetail(p, review) {
 }
 
 function collectGrant(el) {
-  const grant = { filesystem: [], http: [], exec: [], env: [], secrets: [], model: false };
+  const grant = { filesystem: [], http: [], exec: [], env: [], secrets: [] };
   el.querySelectorAll(".grants input[type=checkbox]:checked").forEach((b) => {
     const kind = b.dataset.kind;
     if (kind === "filesystem") grant.filesystem.push(JSON.parse(b.dataset.value));
-    else if (kind === "model") grant.model = true;
+    else if (FLAG_KINDS.some(([k]) => k === kind)) grant[kind] = true;
+    else if (LEVEL_KINDS.some(([k]) => k === kind)) grant[kind] = b.dataset.value;
     else grant[kind].push(b.dataset.value);
   });
   el.querySelectorAll(".grant-extra").forEach((i) => {

@@ -52,6 +52,7 @@ pub mod process;
 pub mod provider;
 pub mod served;
 pub mod sse;
+pub mod work;
 
 #[doc(hidden)]
 pub mod bindings {

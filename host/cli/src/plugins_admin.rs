@@ -47,6 +47,18 @@ pub struct CapFlags {
     /// May learn the calling session's workstream, user, model and workspace.
     #[arg(long = "session-info")]
     pub session: bool,
+    /// May run sub-agents for its caller.
+    #[arg(long = "agents")]
+    pub agents: bool,
+    /// May create, list and cancel its caller's watches.
+    #[arg(long = "watches")]
+    pub watches: bool,
+    /// May read its caller's notification targets and deliver to them.
+    #[arg(long = "notify")]
+    pub notify: bool,
+    /// May open content in its caller's preview pane.
+    #[arg(long = "preview")]
+    pub preview: bool,
 }
 
 fn access_flag(flag: &str, v: Option<&str>) -> Result<Option<Access>> {
@@ -86,6 +98,10 @@ impl CapFlags {
             history: self.history,
             skills: access_flag("skills", self.skills.as_deref())?,
             session: self.session,
+            agents: self.agents,
+            watches: self.watches,
+            notify: self.notify,
+            preview: self.preview,
         };
         caps.validate()?;
         Ok(caps)
@@ -260,7 +276,7 @@ pub async fn run(
             let what = caps.to_caps()?;
             if !*all && what.is_empty() {
                 bail!(
-                    "name what to revoke (--fs, --http, --exec, --env, --secret, --model-access, --memory, --history, --skills, --session-info) or pass --all"
+                    "name what to revoke (--fs, --http, --exec, --env, --secret, --model-access, --memory, --history, --skills, --session-info, --agents, --watches, --notify, --preview) or pass --all"
                 );
             }
             let left = store.revoke(&who, &e, (!*all).then_some(&what)).await?;
@@ -373,6 +389,10 @@ fn merge(grant: &mut Capabilities, add: Capabilities) {
     grant.history |= add.history;
     grant.skills = grant.skills.max(add.skills);
     grant.session |= add.session;
+    grant.agents |= add.agents;
+    grant.watches |= add.watches;
+    grant.notify |= add.notify;
+    grant.preview |= add.preview;
 }
 
 /// Manifest text and component bytes from a plugin directory or a .wasm + manifest.

@@ -26,7 +26,7 @@ pub fn caps_summary(c: &Capabilities) -> String {
 }
 
 /// The capabilities that are a switch or a level: `model`, `memory:rw`,
-/// `history`, `skills:ro`, `session`.
+/// `history`, `skills:ro`, `session`, `agents`, `watches`, `notify`, `preview`.
 fn flag_parts(c: &Capabilities) -> Vec<String> {
     let mut parts = Vec::new();
     if c.model {
@@ -41,8 +41,16 @@ fn flag_parts(c: &Capabilities) -> Vec<String> {
     if let Some(a) = c.skills {
         parts.push(format!("skills:{}", a.short()));
     }
-    if c.session {
-        parts.push("session".into());
+    for (on, name) in [
+        (c.session, "session"),
+        (c.agents, "agents"),
+        (c.watches, "watches"),
+        (c.notify, "notify"),
+        (c.preview, "preview"),
+    ] {
+        if on {
+            parts.push(name.into());
+        }
     }
     parts
 }

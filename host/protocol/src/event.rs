@@ -52,6 +52,9 @@ pub struct ToolItem {
     pub needs_approval: bool,
     /// Set when the call was refused before approval.
     pub error: Option<String>,
+    /// A sub-agent's call, asked through this workstream's approvals.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<crate::AgentOrigin>,
 }
 
 /// `text` of `content` and `reasoning`.
@@ -362,6 +365,16 @@ pub enum Event {
     /// A title was generated for the workstream (also sent as the global
     /// `ws_rename`).
     TitleUpdated(TitleUpdated),
+    /// An event of a sub-agent, nested under its `task_agent` call.
+    AgentEvent(crate::AgentEvent),
+    /// A sub-agent's context use.
+    AgentContext(crate::AgentContext),
+    /// A notice joined the conversation (a watch result).
+    SystemTurn(crate::SystemTurn),
+    /// A watch was created, polled or ended.
+    WatchChanged(crate::WatchChanged),
+    /// Content for the preview pane.
+    Preview(crate::Preview),
 }
 
 /// `title_updated`.
@@ -403,6 +416,11 @@ impl Event {
             Self::ReplayTruncated(_) => "replay_truncated",
             Self::WsClosed(_) => "ws_closed",
             Self::TitleUpdated(_) => "title_updated",
+            Self::AgentEvent(_) => "agent_event",
+            Self::AgentContext(_) => "agent_context",
+            Self::SystemTurn(_) => "system_turn",
+            Self::WatchChanged(_) => "watch_changed",
+            Self::Preview(_) => "preview",
         }
     }
 

@@ -18,7 +18,9 @@ pub mod event;
 pub mod global;
 pub mod op;
 pub mod wire;
+pub mod work;
 
 pub use event::*;
 pub use global::*;
 pub use op::*;
+pub use work::*;

@@ -80,7 +80,8 @@ pub mod v0_1_0 {
 /// [`v0_1_0::tool`]; providers get a new `provider` export).
 pub mod v0_2_0 {
     /// Host imports new in 0.2.0 (`session-info`, `memory`, `history`,
-    /// `skills`); 0.1.0's are [`super::v0_1_0::host`].
+    /// `skills`, `agents`, `watches`, `notify-targets`, `preview`); 0.1.0's
+    /// are [`super::v0_1_0::host`].
     pub mod host {
         wasmtime::component::bindgen!({
             world: "host-api",
@@ -117,6 +118,10 @@ pub mod v0_2_0 {
                 "turnstone:plugin/memory@0.2.0": super::host::turnstone::plugin0_2_0::memory,
                 "turnstone:plugin/history@0.2.0": super::host::turnstone::plugin0_2_0::history,
                 "turnstone:plugin/skills@0.2.0": super::host::turnstone::plugin0_2_0::skills,
+                "turnstone:plugin/agents@0.2.0": super::host::turnstone::plugin0_2_0::agents,
+                "turnstone:plugin/watches@0.2.0": super::host::turnstone::plugin0_2_0::watches,
+                "turnstone:plugin/notify-targets@0.2.0": super::host::turnstone::plugin0_2_0::notify_targets,
+                "turnstone:plugin/preview@0.2.0": super::host::turnstone::plugin0_2_0::preview,
             },
         });
     }

@@ -186,6 +186,7 @@ impl LoadedPlugin {
         let pre = self.tool_pre()?;
         self.run(sink, cancel, async |store| {
             store.data_mut().session_id = Some(ctx.session_id.clone());
+            store.data_mut().call_id = Some(ctx.call_id.clone());
             let inst = pre.instantiate_async(&mut *store).await?;
             inst.turnstone_plugin_tool()
                 .call_execute(&mut *store, tool, arguments, ctx)

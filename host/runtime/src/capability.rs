@@ -84,6 +84,20 @@ pub struct Capabilities {
     /// (`session-info`, 0.2.0).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub session: bool,
+    /// May run sub-agents for its caller (`agents`, 0.2.0).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub agents: bool,
+    /// May create, list and cancel its caller's watches (`watches`, 0.2.0).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub watches: bool,
+    /// May read its caller's notification targets and deliver to them
+    /// (`notify-targets`, 0.2.0).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub notify: bool,
+    /// May open content in its caller's preview pane and read the
+    /// workstream's attachments (`preview`, 0.2.0).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub preview: bool,
 }
 
 /// A capability family: what a [`Denial`] or a [`CapabilityParseError::BadName`]
@@ -110,6 +124,14 @@ pub enum CapabilityKind {
     Skills,
     /// Who and where the caller is (`session`).
     Session,
+    /// Sub-agents (`agents`).
+    Agents,
+    /// Watches (`watches`).
+    Watches,
+    /// Notification targets (`notify`).
+    Notify,
+    /// The preview pane (`preview`).
+    Preview,
 }
 
 impl CapabilityKind {
@@ -128,6 +150,10 @@ impl CapabilityKind {
             CapabilityKind::History => "history",
             CapabilityKind::Skills => "skills",
             CapabilityKind::Session => "session",
+            CapabilityKind::Agents => "agents",
+            CapabilityKind::Watches => "watches",
+            CapabilityKind::Notify => "notify",
+            CapabilityKind::Preview => "preview",
         }
     }
 
@@ -221,6 +247,10 @@ impl Capabilities {
             && !self.history
             && self.skills.is_none()
             && !self.session
+            && !self.agents
+            && !self.watches
+            && !self.notify
+            && !self.preview
     }
 }
 
@@ -542,7 +572,11 @@ impl EffectiveCapabilities {
             | CapabilityKind::Memory
             | CapabilityKind::History
             | CapabilityKind::Skills
-            | CapabilityKind::Session => false,
+            | CapabilityKind::Session
+            | CapabilityKind::Agents
+            | CapabilityKind::Watches
+            | CapabilityKind::Notify
+            | CapabilityKind::Preview => false,
         };
         let hint = if in_request {
             format!(

@@ -88,6 +88,10 @@ fn add_agent_interfaces(linker: &mut Linker<HostState>) -> wasmtime::Result<()> 
     v2::memory::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
     v2::history::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
     v2::skills::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
+    v2::agents::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
+    v2::watches::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
+    v2::notify_targets::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
+    v2::preview::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
     Ok(())
 }
 

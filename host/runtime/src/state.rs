@@ -111,6 +111,8 @@ pub struct HostState {
     pub(crate) cancelled: Arc<std::sync::atomic::AtomicBool>,
     /// The calling session, for tool calls (owns background processes).
     pub(crate) session_id: Option<String>,
+    /// The tool call being executed (sub-agents and previews belong to it).
+    pub(crate) call_id: Option<String>,
 }
 
 impl HostState {
@@ -153,6 +155,7 @@ impl HostState {
             channel_sink: None,
             cancelled,
             session_id: None,
+            call_id: None,
         })
     }
 

@@ -168,6 +168,7 @@ impl ChatSession {
                 approval_label: call.name.clone(),
                 needs_approval: false,
                 error: None,
+                agent: None,
             };
             if let Some(s) = skill.as_ref().filter(|s| !s.allows(&call.name)) {
                 item.error = Some(format!(

@@ -18,6 +18,7 @@ fn item() -> (ToolItem, Value) {
             approval_label: "bash".into(),
             needs_approval: true,
             error: None,
+            agent: None,
         },
         json!({"call_id": "call_1", "header": "⚙ bash: echo hello-from-tool", "preview": null,
                "func_name": "bash", "approval_label": "bash", "needs_approval": true, "error": null}),
@@ -245,6 +246,74 @@ fn cases() -> Vec<(Event, Value)> {
             }),
             json!({"reason": "closed"}),
         ),
+        (
+            Event::AgentEvent(AgentEvent {
+                origin: AgentOrigin {
+                    parent_call_id: "call_9".into(),
+                    agent_ws_id: "fedcba".into(),
+                    depth: 1,
+                },
+                event: Box::new(Event::ToolResult(ToolResult {
+                    call_id: "c1".into(),
+                    name: "read_file".into(),
+                    output: "1\tx".into(),
+                    is_error: false,
+                    accepted: None,
+                    effect_status: None,
+                    event_id: None,
+                })),
+            }),
+            json!({"parent_call_id": "call_9", "agent_ws_id": "fedcba", "depth": 1,
+                   "event": {"type": "tool_result", "call_id": "c1", "name": "read_file",
+                             "output": "1\tx", "is_error": false}}),
+        ),
+        (
+            Event::AgentContext(AgentContext {
+                parent_call_id: "call_9".into(),
+                prompt_tokens: 900,
+                context_window: 32768,
+            }),
+            json!({"parent_call_id": "call_9", "prompt_tokens": 900, "context_window": 32768}),
+        ),
+        (
+            Event::SystemTurn(SystemTurn {
+                content: "Watch ci fired.".into(),
+                source: "watch".into(),
+                meta: json!({"watch_id": "w1"}),
+            }),
+            json!({"content": "Watch ci fired.", "source": "watch", "meta": {"watch_id": "w1"}}),
+        ),
+        (
+            Event::WatchChanged(WatchChanged {
+                watch: WatchInfo {
+                    watch_id: "w1".into(),
+                    name: "ci".into(),
+                    command: "gh pr checks".into(),
+                    poll_every_secs: 30,
+                    stop_on: Some("exit_code == 0".into()),
+                    max_polls: 100,
+                    polls: 2,
+                    state: "active".into(),
+                    next_poll: Some("2026-12-02T10:00:00Z".into()),
+                },
+            }),
+            json!({"watch": {"watch_id": "w1", "name": "ci", "command": "gh pr checks",
+                   "poll_every_secs": 30, "stop_on": "exit_code == 0", "max_polls": 100,
+                   "polls": 2, "state": "active", "next_poll": "2026-12-02T10:00:00Z"}}),
+        ),
+        (
+            Event::Preview(Preview {
+                preview_id: "p1".into(),
+                kind: "html".into(),
+                title: "Report".into(),
+                media_type: "text/html".into(),
+                size: 12,
+                url: "/v1/api/workstreams/w/previews/p1".into(),
+                call_id: Some("c2".into()),
+            }),
+            json!({"preview_id": "p1", "kind": "html", "title": "Report", "media_type": "text/html",
+                   "size": 12, "url": "/v1/api/workstreams/w/previews/p1", "call_id": "c2"}),
+        ),
     ]
 }
 
@@ -253,7 +322,7 @@ fn every_workstream_event_has_the_contract_shape_and_round_trips() {
     let cases = cases();
     let mut kinds: Vec<&str> = cases.iter().map(|(e, _)| e.kind()).collect();
     kinds.dedup();
-    assert_eq!(kinds.len(), 27, "one case per variant: {kinds:?}");
+    assert_eq!(kinds.len(), 32, "one case per variant: {kinds:?}");
     for (event, fields) in cases {
         let mut want = fields.as_object().cloned().unwrap();
         want.insert("type".into(), event.kind().into());

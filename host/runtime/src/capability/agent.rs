@@ -1,5 +1,5 @@
 //! The capabilities of WIT 0.2.0's agent interfaces: `session`, `memory`,
-//! `history` and `skills`. Like `model`, each is requested in the manifest
+//! `history`, `skills`, `agents`, `watches`, `notify` and `preview`. Like `model`, each is requested in the manifest
 //! and granted by the operator; the effective level is the lower of the two.
 
 use super::{Access, CapabilityKind, Denial, EffectiveCapabilities};
@@ -12,6 +12,10 @@ impl EffectiveCapabilities {
             CapabilityKind::History => self.requested.history,
             CapabilityKind::Skills => self.requested.skills.is_some(),
             CapabilityKind::Session => self.requested.session,
+            CapabilityKind::Agents => self.requested.agents,
+            CapabilityKind::Watches => self.requested.watches,
+            CapabilityKind::Notify => self.requested.notify,
+            CapabilityKind::Preview => self.requested.preview,
             _ => false,
         };
         let hint = if requested {
@@ -43,6 +47,50 @@ impl EffectiveCapabilities {
                 "the calling session's identity",
                 "true",
             ))
+        }
+    }
+
+    /// Checks running sub-agents.
+    pub fn check_agents(&self) -> Result<(), Denial> {
+        self.check_flag(
+            CapabilityKind::Agents,
+            self.requested.agents && self.granted.agents,
+            "running a sub-agent",
+        )
+    }
+
+    /// Checks the caller's watches.
+    pub fn check_watches(&self) -> Result<(), Denial> {
+        self.check_flag(
+            CapabilityKind::Watches,
+            self.requested.watches && self.granted.watches,
+            "the calling workstream's watches",
+        )
+    }
+
+    /// Checks the caller's notification targets.
+    pub fn check_notify(&self) -> Result<(), Denial> {
+        self.check_flag(
+            CapabilityKind::Notify,
+            self.requested.notify && self.granted.notify,
+            "the caller's notification targets",
+        )
+    }
+
+    /// Checks the preview pane.
+    pub fn check_preview(&self) -> Result<(), Denial> {
+        self.check_flag(
+            CapabilityKind::Preview,
+            self.requested.preview && self.granted.preview,
+            "the calling session's preview pane",
+        )
+    }
+
+    fn check_flag(&self, kind: CapabilityKind, held: bool, detail: &str) -> Result<(), Denial> {
+        if held {
+            Ok(())
+        } else {
+            Err(self.agent_denial(kind, detail, "true"))
         }
     }
 

@@ -80,11 +80,100 @@ pub trait SessionHost: Send + Sync {
     ) -> BoxFuture<'static, Result<SkillInfo, SkillsError>>;
     /// Saves a `SKILL.md` document as the next version of its skill.
     fn skills_save(&self, document: String) -> BoxFuture<'static, Result<SkillInfo, SkillsError>>;
+
+    // The work interfaces (`agents`, `watches`, `notify-targets`,
+    // `preview`): a session that does not offer one keeps the default,
+    // which says so.
+
+    /// Runs a sub-agent for tool call `call_id` of the caller.
+    fn run_task(
+        &self,
+        call_id: String,
+        request: super::work::TaskRequest,
+    ) -> BoxFuture<'static, Result<super::work::TaskResult, super::work::AgentError>> {
+        let _ = (call_id, request);
+        Box::pin(async {
+            Err(super::work::AgentError::Unavailable(
+                "sub-agents are not available in this session".into(),
+            ))
+        })
+    }
+
+    /// Creates a watch of the caller's workstream whose command runs with
+    /// `plugin`'s grants.
+    fn watch_create(
+        &self,
+        plugin: String,
+        spec: super::work::WatchSpec,
+    ) -> BoxFuture<'static, Result<super::work::Watch, super::work::WatchError>> {
+        let _ = (plugin, spec);
+        Box::pin(async { Err(super::work::watches_unavailable()) })
+    }
+
+    /// The caller's workstream's active watches.
+    fn watch_list(
+        &self,
+    ) -> BoxFuture<'static, Result<Vec<super::work::Watch>, super::work::WatchError>> {
+        Box::pin(async { Err(super::work::watches_unavailable()) })
+    }
+
+    /// Cancels one of them by name or id prefix.
+    fn watch_cancel(
+        &self,
+        name_or_id: String,
+    ) -> BoxFuture<'static, Result<super::work::Watch, super::work::WatchError>> {
+        let _ = name_or_id;
+        Box::pin(async { Err(super::work::watches_unavailable()) })
+    }
+
+    /// The caller's notification targets.
+    fn notify_targets(
+        &self,
+    ) -> BoxFuture<'static, Result<Vec<super::work::Target>, super::work::NotifyError>> {
+        Box::pin(async {
+            Err(super::work::NotifyError::Unavailable(
+                "no notification targets are configured for this session".into(),
+            ))
+        })
+    }
+
+    /// Delivers to a target the host serves.
+    fn notify_deliver(
+        &self,
+        target: String,
+        notification: super::work::Notification,
+    ) -> BoxFuture<'static, Result<String, super::work::NotifyError>> {
+        let _ = (target, notification);
+        Box::pin(async {
+            Err(super::work::NotifyError::Unavailable(
+                "no channel adapter delivers notifications here".into(),
+            ))
+        })
+    }
+
+    /// An attachment of the caller's workstream.
+    fn preview_attachment(
+        &self,
+        id: String,
+    ) -> BoxFuture<'static, Result<super::work::AttachmentData, super::work::PreviewError>> {
+        let _ = id;
+        Box::pin(async { Err(super::work::preview_unavailable()) })
+    }
+
+    /// Opens content in the caller's preview pane for tool call `call_id`.
+    fn preview_open(
+        &self,
+        call_id: String,
+        content: super::work::Content,
+    ) -> BoxFuture<'static, Result<super::work::Opened, super::work::PreviewError>> {
+        let _ = (call_id, content);
+        Box::pin(async { Err(super::work::preview_unavailable()) })
+    }
 }
 
 impl HostState {
     /// Counts and logs a denial; returns the WIT error for the guest.
-    fn deny(
+    pub(super) fn deny(
         &self,
         d: &Denial,
     ) -> crate::bindings::v0_1_0::host::turnstone::plugin::types::CapabilityError {
@@ -93,7 +182,7 @@ impl HostState {
         super::denial_to_wit(d)
     }
 
-    fn session_host(&self) -> Option<Arc<dyn SessionHost>> {
+    pub(super) fn session_host(&self) -> Option<Arc<dyn SessionHost>> {
         self.tool_sink.session()
     }
 }

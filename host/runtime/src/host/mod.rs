@@ -6,6 +6,7 @@ pub mod egress;
 pub mod kv;
 pub mod process;
 pub mod readahead;
+pub mod work;
 
 use crate::bindings::v0_1_0::host::turnstone::plugin::{clock, config, log, types};
 use crate::bindings::v0_1_0::{channel, provider, tool};

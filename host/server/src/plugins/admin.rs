@@ -316,6 +316,10 @@ pub fn subtract(grant: &Capabilities, what: &Capabilities) -> Capabilities {
         history: grant.history && !what.history,
         skills: grant.skills.filter(|_| what.skills.is_none()),
         session: grant.session && !what.session,
+        agents: grant.agents && !what.agents,
+        watches: grant.watches && !what.watches,
+        notify: grant.notify && !what.notify,
+        preview: grant.preview && !what.preview,
     }
 }
 

@@ -111,6 +111,18 @@ pub(crate) struct CapabilitySet {
     /// The calling session's identity (only present when true).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     session: bool,
+    /// Sub-agents (only present when true).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    agents: bool,
+    /// The caller's watches (only present when true).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    watches: bool,
+    /// The caller's notification targets (only present when true).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    notify: bool,
+    /// The preview pane (only present when true).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    preview: bool,
 }
 
 impl From<&Capabilities> for CapabilitySet {
@@ -127,6 +139,10 @@ impl From<&Capabilities> for CapabilitySet {
             history,
             skills,
             session,
+            agents,
+            watches,
+            notify,
+            preview,
         } = c;
         Self {
             filesystem: filesystem
@@ -145,6 +161,10 @@ impl From<&Capabilities> for CapabilitySet {
             history: *history,
             skills: skills.map(FsAccess::from),
             session: *session,
+            agents: *agents,
+            watches: *watches,
+            notify: *notify,
+            preview: *preview,
         }
     }
 }
@@ -231,6 +251,18 @@ pub(crate) struct GrantCapabilities {
     /// May learn the calling session's identity.
     #[serde(default)]
     session: bool,
+    /// May run sub-agents.
+    #[serde(default)]
+    agents: bool,
+    /// May create, list and cancel the caller's watches.
+    #[serde(default)]
+    watches: bool,
+    /// May read and deliver to the caller's notification targets.
+    #[serde(default)]
+    notify: bool,
+    /// May open content in the caller's preview pane.
+    #[serde(default)]
+    preview: bool,
 }
 
 impl From<GrantCapabilities> for Capabilities {
@@ -246,6 +278,10 @@ impl From<GrantCapabilities> for Capabilities {
             history,
             skills,
             session,
+            agents,
+            watches,
+            notify,
+            preview,
         } = g;
         let filesystem = filesystem
             .into_iter()
@@ -265,6 +301,10 @@ impl From<GrantCapabilities> for Capabilities {
             history,
             skills: skills.map(Access::from),
             session,
+            agents,
+            watches,
+            notify,
+            preview,
         }
     }
 }
@@ -313,6 +353,18 @@ pub(crate) struct RevokeCapabilities {
     /// Take back the session identity.
     #[serde(default)]
     session: bool,
+    /// Take back sub-agents.
+    #[serde(default)]
+    agents: bool,
+    /// Take back watches.
+    #[serde(default)]
+    watches: bool,
+    /// Take back notification targets.
+    #[serde(default)]
+    notify: bool,
+    /// Take back the preview pane.
+    #[serde(default)]
+    preview: bool,
 }
 
 impl From<RevokeCapabilities> for Capabilities {
@@ -328,6 +380,10 @@ impl From<RevokeCapabilities> for Capabilities {
             history,
             skills,
             session,
+            agents,
+            watches,
+            notify,
+            preview,
         } = r;
         let filesystem = filesystem
             .into_iter()
@@ -349,6 +405,10 @@ impl From<RevokeCapabilities> for Capabilities {
             history,
             skills: skills.then_some(Access::ReadWrite),
             session,
+            agents,
+            watches,
+            notify,
+            preview,
         }
     }
 }
