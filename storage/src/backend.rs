@@ -23,6 +23,8 @@ pub trait WorkstreamStore: Send + Sync {
     async fn set_workstream_state(&self, ws_id: &str, state: WorkstreamState) -> Result<()>;
     /// Sets or clears the alias.
     async fn set_alias(&self, ws_id: &str, alias: Option<&str>) -> Result<()>;
+    /// The workstreams started by `parent_ws_id` (its sub-agents), oldest first.
+    async fn list_children(&self, parent_ws_id: &str) -> Result<Vec<Workstream>>;
     /// Sets the title.
     async fn set_title(&self, ws_id: &str, title: Option<&str>) -> Result<()>;
     /// Sets the title only while the workstream has neither title nor alias

@@ -213,6 +213,8 @@ pub struct App {
     pub event_log: Option<turnstone_engine::event_log::EventLog>,
     /// The skills catalogue: `[skills] dirs` and the database.
     pub skills: Arc<turnstone_engine::skills::SkillLibrary>,
+    /// `[agents]`: what each sub-agent may spend.
+    pub task_budget: turnstone_engine::session::Budget,
 }
 
 /// The per-user default database for the CLI, so `--resume` works from any directory.
@@ -328,6 +330,7 @@ impl App {
             loaded.config.skills.dirs(),
             Some(storage.clone()),
         );
+        let task_budget = loaded.config.agents.budget()?;
         Ok(Self {
             loaded,
             models,
@@ -336,6 +339,7 @@ impl App {
             housekeeping,
             event_log,
             skills,
+            task_budget,
         })
     }
 
@@ -375,6 +379,7 @@ impl App {
                 model_alias: Some(self.models.snapshot().default.clone()),
                 // The terminal's database is one person's.
                 local: true,
+                task_budget: self.task_budget,
             });
         Ok(if resume { s.resume().await? } else { s })
     }

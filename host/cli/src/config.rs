@@ -37,6 +37,9 @@ pub struct HostConfig {
     /// `[titles]`: naming server workstreams after their first exchange.
     #[serde(default)]
     pub titles: TitlesConfig,
+    /// `[agents]`: what a sub-agent may spend.
+    #[serde(default)]
+    pub agents: AgentsConfig,
     /// `[models.*]` and `[model]`.
     #[serde(flatten)]
     pub models: turnstone_engine::models::ModelsConfig,
@@ -78,6 +81,39 @@ impl Default for TitlesConfig {
             enabled: true,
             model: None,
         }
+    }
+}
+
+/// `[agents]`: the budget of each sub-agent (`task_agent`).
+#[derive(Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AgentsConfig {
+    /// Model calls before it must stop (default 40).
+    pub max_model_calls: u32,
+    /// Tokens, prompt and completion of every call (default 1,000,000).
+    pub max_tokens: u64,
+}
+
+impl Default for AgentsConfig {
+    fn default() -> Self {
+        let b = turnstone_engine::session::Budget::default();
+        Self {
+            max_model_calls: b.max_model_calls,
+            max_tokens: b.max_tokens,
+        }
+    }
+}
+
+impl AgentsConfig {
+    /// The budget, checked: zero would stop every sub-agent before it started.
+    pub fn budget(&self) -> Result<turnstone_engine::session::Budget> {
+        if self.max_model_calls == 0 || self.max_tokens == 0 {
+            anyhow::bail!("[agents] max_model_calls and max_tokens must be at least 1");
+        }
+        Ok(turnstone_engine::session::Budget {
+            max_model_calls: self.max_model_calls,
+            max_tokens: self.max_tokens,
+        })
     }
 }
 

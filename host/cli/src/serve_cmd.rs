@@ -154,6 +154,7 @@ pub async fn run(
                 enabled: app.loaded.config.titles.enabled,
                 model: app.loaded.config.titles.model.clone(),
             },
+            task_budget: app.task_budget,
         },
         limits,
         metrics.clone(),

@@ -58,6 +58,10 @@ impl TurnOutcome {
     }
 }
 
+/// Reply text of a sub-agent is passed on in pieces of about this many
+/// bytes (and whenever another event of it follows).
+const NESTED_CONTENT_BATCH: usize = 256;
+
 /// Where emitted events go.
 type Out = Arc<dyn Fn(SessionEvent) + Send + Sync>;
 
@@ -108,6 +112,89 @@ impl EventSink {
                 inner(e);
             }),
             approvals: self.approvals,
+        }
+    }
+
+    /// The sink of a sub-agent running under this session's tool call
+    /// `origin.parent_call_id`: its events reach this stream nested in
+    /// `agent_event` (its reply text batched), its context use as
+    /// `agent_context`, and its approvals as this session's own cycles (the
+    /// registry is shared, so whoever answers this workstream answers them),
+    /// with this workstream's state following them (`attention` while one
+    /// waits). `acting_user_id` is named in those state changes.
+    pub fn nested(
+        &self,
+        origin: turnstone_protocol::AgentOrigin,
+        acting_user_id: Option<String>,
+    ) -> Self {
+        let parent = self.out.clone();
+        let parent_call_id = origin.parent_call_id.clone();
+        let batch = Mutex::new(String::new());
+        let asked = std::sync::atomic::AtomicBool::new(false);
+        let wrap = move |event: Event| {
+            SessionEvent::Wire(Event::AgentEvent(turnstone_protocol::AgentEvent {
+                origin: origin.clone(),
+                event: Box::new(event),
+            }))
+        };
+        let parent_state = move |state: turnstone_protocol::SessionState| {
+            SessionEvent::Wire(Event::StateChange(turnstone_protocol::StateChange {
+                state,
+                acting_user_id: acting_user_id.clone(),
+            }))
+        };
+        let out: Out = Arc::new(move |e: SessionEvent| {
+            let SessionEvent::Wire(event) = e else {
+                // The sub-agent's turn end is the tool result, not the parent's.
+                return;
+            };
+            let flush = |batch: &mut String| {
+                if !batch.is_empty() {
+                    parent(wrap(Event::content(std::mem::take(batch))));
+                }
+            };
+            let mut text = batch.lock().unwrap_or_else(|p| p.into_inner());
+            match event {
+                Event::Content(t) => {
+                    text.push_str(&t.text);
+                    if text.len() >= NESTED_CONTENT_BATCH {
+                        flush(&mut text);
+                    }
+                }
+                Event::ApproveRequest(r) => {
+                    flush(&mut text);
+                    asked.store(true, std::sync::atomic::Ordering::Relaxed);
+                    parent(parent_state(turnstone_protocol::SessionState::Attention));
+                    parent(SessionEvent::Wire(Event::ApproveRequest(r)));
+                }
+                Event::StateChange(sc) => {
+                    flush(&mut text);
+                    let after_ask = asked.swap(false, std::sync::atomic::Ordering::Relaxed);
+                    if after_ask && sc.state != turnstone_protocol::SessionState::Attention {
+                        parent(parent_state(turnstone_protocol::SessionState::Running));
+                    }
+                    parent(wrap(Event::StateChange(sc)));
+                }
+                Event::Status(st) => {
+                    flush(&mut text);
+                    parent(SessionEvent::Wire(Event::AgentContext(
+                        turnstone_protocol::AgentContext {
+                            parent_call_id: parent_call_id.clone(),
+                            prompt_tokens: st.prompt_tokens,
+                            context_window: st.context_window,
+                        },
+                    )));
+                    parent(wrap(Event::Status(st)));
+                }
+                other => {
+                    flush(&mut text);
+                    parent(wrap(other));
+                }
+            }
+        });
+        Self {
+            out,
+            approvals: self.approvals.clone(),
         }
     }
 

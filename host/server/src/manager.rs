@@ -66,6 +66,8 @@ pub struct Deps {
     pub skills: Option<Arc<turnstone_engine::skills::SkillLibrary>>,
     /// `[titles]`.
     pub titles: Titles,
+    /// `[agents]`: what each sub-agent may spend.
+    pub task_budget: turnstone_engine::session::Budget,
 }
 
 /// `[titles]`: whether new workstreams are named after their first
@@ -418,6 +420,7 @@ impl Manager {
                 skills: self.deps.skills.clone(),
                 model_alias: Some(alias.to_string()),
                 local: false,
+                task_budget: self.deps.task_budget,
             });
         let session = if self.deps.titles.enabled {
             let binding = self.deps.titles.model.as_deref().and_then(|m| {

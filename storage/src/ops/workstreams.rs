@@ -187,6 +187,21 @@ macro_rules! impl_workstream_store {
                 row.as_ref().map(Self::ws_from_row).transpose()
             }
 
+            async fn list_children(
+                &self,
+                parent_ws_id: &str,
+            ) -> $crate::error::Result<Vec<$crate::types::Workstream>> {
+                let rows = sqlx::query(concat!(
+                    "SELECT ",
+                    $crate::ops::workstreams::workstream_columns!(),
+                    " FROM workstreams WHERE parent_ws_id = $1 AND state <> 'creating' ORDER BY created, ws_id"
+                ))
+                .bind(parent_ws_id)
+                .fetch_all(&self.pool)
+                .await?;
+                rows.iter().map(Self::ws_from_row).collect()
+            }
+
             async fn resolve_workstream(
                 &self,
                 query: &str,

@@ -35,6 +35,8 @@ pub struct AgentContext {
     /// A single-user local database (the terminal): the history of every
     /// workstream in it is the user's, and the user scope is [`LOCAL_USER`].
     pub local: bool,
+    /// What each sub-agent may spend (`[agents]`).
+    pub task_budget: super::Budget,
 }
 
 /// One tool batch's view of the session.
@@ -48,6 +50,8 @@ pub(super) struct SessionAgent {
     pub(super) slot: SkillSlot,
     /// See [`super::ChatSession::context_id`].
     pub(super) context_id: String,
+    /// Starts sub-agents for this batch's calls.
+    pub(super) tasks: Arc<super::task::TaskSpawner>,
 }
 
 fn mem_err(e: turnstone_storage::StorageError) -> MemoryError {
@@ -427,6 +431,20 @@ impl SessionHost for SessionAgent {
             let info = save_skill(&lib, &db, &document, by).await?;
             Ok(skill_to_wit(&info))
         })
+    }
+
+    fn run_task(
+        &self,
+        call_id: String,
+        request: turnstone_runtime::host::work::TaskRequest,
+    ) -> BoxFuture<
+        'static,
+        Result<
+            turnstone_runtime::host::work::TaskResult,
+            turnstone_runtime::host::work::AgentError,
+        >,
+    > {
+        Box::pin(self.tasks.clone().run(call_id, request))
     }
 }
 

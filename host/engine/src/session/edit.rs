@@ -154,7 +154,10 @@ impl ChatSession {
     }
 
     /// Tool names that are auto-approved from now on (`a` answers).
-    pub fn always_approved(&self) -> impl Iterator<Item = &str> {
-        self.always.iter().map(String::as_str)
+    pub fn always_approved(&self) -> Vec<String> {
+        let set = self.always.lock().unwrap_or_else(|p| p.into_inner());
+        let mut names: Vec<String> = set.iter().cloned().collect();
+        names.sort();
+        names
     }
 }

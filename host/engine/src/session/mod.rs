@@ -12,6 +12,7 @@ mod prompt;
 mod queue;
 mod skill;
 mod stream;
+mod task;
 mod title;
 mod tools;
 
@@ -21,6 +22,7 @@ pub use edit::{EditError, MODEL_ALIAS_KEY};
 pub use prompt::{MEMORY_INDEX_BUDGET, memory_index};
 pub use queue::{CancelHandle, MAX_QUEUED, MessageQueue, QueueFull};
 pub use skill::{ActiveSkill, SKILL_KEY, SkillChoice, SkillSlot};
+pub use task::{AlwaysSet, Budget, MAX_DEPTH, TASK_KIND};
 pub use title::{TitleJob, clean as clean_title};
 
 use crate::events::EventSink;
@@ -69,6 +71,10 @@ pub struct SessionConfig {
     pub acting_user_id: Option<String>,
     /// `[tools] search`: deferring MCP tools behind `tool_search`.
     pub tool_search: turnstone_mcp::search::SearchSettings,
+    /// Set for a sub-agent: whose tool call runs it, at what depth.
+    pub task: Option<turnstone_protocol::AgentOrigin>,
+    /// Instructions that lead every request (a sub-agent's brief).
+    pub instructions: Option<String>,
 }
 
 impl SessionConfig {
@@ -83,6 +89,8 @@ impl SessionConfig {
             auto_compact_pct: 80,
             acting_user_id: None,
             tool_search: Default::default(),
+            task: None,
+            instructions: None,
         }
     }
 }
@@ -133,7 +141,7 @@ pub struct ChatSession {
     events: EventSink,
     cfg: SessionConfig,
     turns: Vec<Turn>,
-    always: HashSet<String>,
+    always: AlwaysSet,
     next_call: u64,
     cancel: CancelHandle,
     token: CancellationToken,
@@ -165,6 +173,8 @@ pub struct ChatSession {
     memory_index: Option<Option<String>>,
     /// Compactions so far in this process (names the context without storage).
     compactions: u32,
+    /// A sub-agent stopped at its budget.
+    exhausted: bool,
     /// The workstream's project, once looked up.
     project: Option<Option<String>>,
     /// Titles on (`Some`), with their own binding or the session's (`None`).
@@ -178,6 +188,10 @@ pub struct ChatSession {
 struct Usage {
     tool_calls_this_turn: u32,
     turn_count: u32,
+    /// Over the session's life (what a sub-agent's budget counts).
+    model_calls: u32,
+    tool_calls: u32,
+    tokens: u64,
 }
 
 impl ChatSession {
@@ -196,7 +210,7 @@ impl ChatSession {
             events,
             cfg,
             turns: Vec::new(),
-            always: HashSet::new(),
+            always: AlwaysSet::default(),
             next_call: 1,
             cancel: CancelHandle::default(),
             token: CancellationToken::new(),
@@ -215,6 +229,7 @@ impl ChatSession {
             skill: SkillSlot::default(),
             memory_index: None,
             compactions: 0,
+            exhausted: false,
             project: None,
             titles: None,
             titled: false,
@@ -495,6 +510,13 @@ impl ChatSession {
             let results = self.run_tools(&calls).await;
             for r in results {
                 self.append(r).await?;
+            }
+            // A sub-agent at its budget stops here; its caller is told.
+            if self.budget_spent() {
+                self.exhausted = true;
+                self.emit(Event::info("The sub-agent's budget is spent."));
+                self.state(SessionState::Idle);
+                return Ok(());
             }
             if self.token.is_cancelled() {
                 self.emit(Event::info("Cancelled."));

@@ -121,6 +121,7 @@ impl ChatSession {
             ctx: self.agent.clone(),
             slot: self.skill.clone(),
             context_id: self.context_id(),
+            tasks: self.task_spawner(),
         })
     }
 
@@ -180,7 +181,13 @@ impl ChatSession {
     /// active skill (`None`: nothing to add).
     pub(super) async fn system_text(&mut self) -> Option<String> {
         let mut parts = Vec::new();
-        if let Some(index) = self.memory_index().await {
+        if let Some(brief) = &self.cfg.instructions {
+            parts.push(brief.clone());
+        }
+        // Memories are the workstream's; a sub-agent works from its brief.
+        if self.depth() == 0
+            && let Some(index) = self.memory_index().await
+        {
             parts.push(index);
         }
         if let Some(skill) = self.skill.get() {

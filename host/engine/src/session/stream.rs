@@ -316,7 +316,9 @@ impl ChatSession {
             .map_err(|e| AttemptError::Session(e.into()))?
             .map_err(AttemptError::Provider)?;
         let acc = std::mem::take(&mut *collector.acc());
+        self.usage.model_calls += 1;
         if let Some(u) = &acc.usage {
+            self.usage.tokens += u64::from(u.prompt_tokens) + u64::from(u.completion_tokens);
             if self.request_override.is_none() {
                 self.last_prompt_tokens = Some(u.prompt_tokens.saturating_add(u.completion_tokens));
             }

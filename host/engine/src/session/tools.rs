@@ -72,6 +72,13 @@ enum Runnable {
 const MIN_RESULT_BUDGET_CHARS: usize = 2_000;
 
 impl ChatSession {
+    fn always_has(&self, tool: &str) -> bool {
+        self.always
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(tool)
+    }
+
     /// The share of the context window still free after the last prompt, in
     /// characters per call of the batch (unknown before the first usage report).
     fn remaining_budget_chars(&self, calls: usize) -> Option<usize> {
@@ -99,7 +106,7 @@ impl ChatSession {
         self.tools
             .snapshot()
             .tools()
-            .filter(|t| !t.coordinator || t.interactive)
+            .filter(|t| self.offers(t))
             .count()
     }
 
@@ -107,7 +114,7 @@ impl ChatSession {
         self.tools
             .snapshot()
             .tools()
-            .filter(|t| !t.coordinator || t.interactive)
+            .filter(|t| self.offers(t))
             .map(|t| {
                 let mut description = t.description.clone();
                 let ws = self.cfg.workspace.display().to_string();
@@ -168,7 +175,7 @@ impl ChatSession {
                 approval_label: call.name.clone(),
                 needs_approval: false,
                 error: None,
-                agent: None,
+                agent: self.cfg.task.clone(),
             };
             if let Some(s) = skill.as_ref().filter(|s| !s.allows(&call.name)) {
                 item.error = Some(format!(
@@ -194,7 +201,7 @@ impl ChatSession {
                         item.needs_approval = p.needs_approval
                             && !self.cfg.skip_permissions
                             && !skill_approves
-                            && !self.always.contains(&call.name);
+                            && !self.always_has(&call.name);
                         prepared.push((item, Some(Runnable::Mcp(run))));
                     }
                     Err(e) => {
@@ -202,6 +209,25 @@ impl ChatSession {
                         prepared.push((item, None));
                     }
                 }
+                continue;
+            }
+            if let Some((_, spec)) = registry.tool(&call.name)
+                && !self.offers(spec)
+            {
+                item.error = Some(format!(
+                    "Error: tool {:?} is not available to sub-agents{}",
+                    call.name,
+                    if call.name == "task_agent" {
+                        format!(
+                            " at depth {} (they nest at most {} deep)",
+                            self.depth(),
+                            super::MAX_DEPTH
+                        )
+                    } else {
+                        String::new()
+                    }
+                ));
+                prepared.push((item, None));
                 continue;
             }
             let Some((plugin, spec)) = registry.tool(&call.name) else {
@@ -237,7 +263,7 @@ impl ChatSession {
                     item.needs_approval = p.needs_approval
                         && !self.cfg.skip_permissions
                         && !skill_approves
-                        && !self.always.contains(&call.name);
+                        && !self.always_has(&call.name);
                     prepared.push((item, Some(Runnable::Component(plugin.clone(), args))));
                 }
                 Ok(Err(refusal)) => {
@@ -252,6 +278,7 @@ impl ChatSession {
         }
         let items: Vec<ToolItem> = prepared.iter().map(|(p, _)| p.clone()).collect();
         self.usage.tool_calls_this_turn += items.len() as u32;
+        self.usage.tool_calls += items.len() as u32;
         let asked = items.iter().any(|p| p.needs_approval);
         self.emit(Event::ToolPending(Items {
             items: items.clone(),
@@ -280,9 +307,10 @@ impl ChatSession {
                 }
             };
             if approval.approved && approval.always {
+                let mut always = self.always.lock().unwrap_or_else(|p| p.into_inner());
                 for (p, _) in &prepared {
                     if p.needs_approval {
-                        self.always.insert(p.func_name.clone());
+                        always.insert(p.func_name.clone());
                     }
                 }
             }
