@@ -262,6 +262,7 @@ class Pane {
     this.backoff = 500;
     this.cards = new Map();
     this.tools = new Map();
+    this.agents = new Map();
     this.cur = null;
     this.el.addEventListener("mousedown", () => focusPane(state.panes.indexOf(this)));
     $(".pane-close", this.el).onclick = () => removePane(this);
@@ -331,6 +332,7 @@ class Pane {
     this.log.textContent = "";
     this.cards.clear();
     this.tools.clear();
+    this.agents.clear();
     this.cur = null;
     this.files = [];
     $(".pending-files", this.el).textContent = "";
@@ -360,6 +362,7 @@ class Pane {
     for (const m of h.messages) this.renderStored(m);
     this.scroll();
     this.connect(h.handoff_token);
+    this.linkTranscripts(id);
   }
 
   renderStored(m) {
@@ -420,6 +423,12 @@ class Pane {
       case "stream_end": if (this.cur) this.cur.finish(); this.cur = null; break;
       case "tool_pending": e.items.forEach((i) => this.toolBox(i.call_id, i.header, i.error)); break;
       case "approve_request": this.approvalCard(e); break;
+      case "agent_event": this.agentEvent(e, e.parent_call_id); break;
+      case "agent_context": {
+        const v = this.agents.get(e.parent_call_id);
+        if (v) v.context.textContent = `context ${Math.round(e.prompt_tokens / 1000)}k of ${Math.round(e.context_window / 1000)}k`;
+        break;
+      }
       case "approval_resolved": this.resolveCard(e); break;
       case "tool_output_chunk": this.toolChunk(e.call_id, e.chunk); break;
       case "tool_result": if (!e.accepted) this.toolResult(e.call_id, e.name, e.output, e.is_error); break;
@@ -510,6 +519,112 @@ class Pane {
 
   assistant() { return this.cur || this.newAssistant(); }
 
+  // ---- sub-agents: their events nest in the box of the call that runs them ----
+
+  agentView(origin, boxKey) {
+    const key = origin.agent_ws_id;
+    if (this.agents.has(key)) return this.agents.get(key);
+    const box = this.tools.get(boxKey) || this.toolBox(boxKey, "task_agent");
+    box.open = true;
+    const el = document.createElement("div");
+    el.className = "agent";
+    el.dataset.agentWs = key;
+    const head = document.createElement("div");
+    head.className = "agent-head";
+    head.textContent = `sub-agent${origin.depth > 1 ? " (depth " + origin.depth + ")" : ""}`;
+    const context = document.createElement("span");
+    context.className = "agent-context";
+    head.append(" ", context);
+    el.append(head);
+    box.insertBefore(el, box.lastChild);
+    const view = { el, context, text: null };
+    this.agents.set(key, view);
+    // agent_context names the parent's call; keep both keys.
+    if (origin.depth === 1) this.agents.set(origin.parent_call_id, view);
+    return view;
+  }
+
+  agentEvent(e, boxKey) {
+    const view = this.agentView(e, boxKey);
+    const ev = e.event;
+    const tkey = (id) => `${e.agent_ws_id}:${id}`;
+    const box = (id, header) => {
+      if (this.tools.has(tkey(id))) return this.tools.get(tkey(id));
+      const d = document.createElement("details");
+      d.className = "tool";
+      d.dataset.callId = id;
+      const s = document.createElement("summary");
+      s.textContent = "⚙ " + header;
+      d.append(s, document.createElement("pre"));
+      view.el.append(d);
+      this.tools.set(tkey(id), d);
+      view.text = null;
+      return d;
+    };
+    switch (ev.type) {
+      case "agent_event": this.agentEvent(ev, tkey(ev.parent_call_id)); break;
+      case "content": {
+        if (!view.text) {
+          const md = document.createElement("div");
+          md.className = "md agent-text";
+          view.el.append(md);
+          view.text = { el: md, text: "" };
+        }
+        view.text.text += ev.text;
+        renderMarkdown(view.text.el, view.text.text);
+        break;
+      }
+      case "thinking_start": view.text = null; break;
+      case "tool_info": case "tool_pending": ev.items.forEach((i) => box(i.call_id, i.header)); break;
+      case "tool_output_chunk": { const d = box(ev.call_id, ev.call_id); d.lastChild.textContent += ev.chunk; break; }
+      case "tool_result": {
+        const d = box(ev.call_id, ev.name);
+        d.lastChild.textContent = ev.output;
+        d.classList.toggle("failed", !!ev.is_error);
+        d.classList.add("done");
+        break;
+      }
+      case "info": case "error": {
+        const d = document.createElement("div");
+        d.className = "msg " + (ev.type === "error" ? "error" : "info");
+        d.textContent = ev.message;
+        view.el.append(d);
+        break;
+      }
+      default: break;
+    }
+  }
+
+  // After a reload the live events are gone: offer each sub-agent's stored
+  // transcript in the box of the call that ran it.
+  async linkTranscripts(id) {
+    let r;
+    try { r = await api("GET", `/api/workstreams/${id}/children`); } catch (_) { return; }
+    if (id !== this.wsId) return;
+    for (const c of r.children) {
+      const box = c.parent_call_id && this.tools.get(c.parent_call_id);
+      if (!box || box.querySelector(".agent")) continue;
+      const b = document.createElement("button");
+      b.className = "agent-transcript";
+      b.textContent = "Show the sub-agent's transcript";
+      b.onclick = async () => {
+        b.disabled = true;
+        const h = await api("GET", `/api/workstreams/${c.ws_id}/history?limit=500`);
+        const el = document.createElement("div");
+        el.className = "agent";
+        for (const m of h.messages) {
+          const d = document.createElement("div");
+          d.className = "msg " + (m.role === "tool" ? "info" : m.role);
+          const calls = (m.tool_calls || []).map((t) => `⚙ ${t.name}: ${t.arguments}`).join("\n");
+          d.textContent = [m.content || "", calls].filter(Boolean).join("\n");
+          el.append(d);
+        }
+        b.replaceWith(el);
+      };
+      box.insertBefore(b, box.lastChild);
+    }
+  }
+
   toolBox(callId, header, error) {
     if (this.tools.has(callId)) return this.tools.get(callId);
     const d = document.createElement("details");
@@ -548,7 +663,9 @@ class Pane {
     for (const it of e.items) {
       const h = document.createElement("div");
       h.className = "hdr";
-      h.textContent = "⚙ " + it.header + (it.error ? " — " + it.error : "");
+      h.textContent = (it.agent ? `[sub-agent${it.agent.depth > 1 ? " depth " + it.agent.depth : ""}] ` : "") +
+        "⚙ " + it.header + (it.error ? " — " + it.error : "");
+      if (it.agent) h.classList.add("from-agent");
       c.append(h);
       if (it.preview) {
         const pre = document.createElement("pre");

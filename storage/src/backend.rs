@@ -31,7 +31,8 @@ pub trait WorkstreamStore: Send + Sync {
     /// (one statement, so a name given meanwhile is never overwritten);
     /// false when it had one.
     async fn set_title_if_unnamed(&self, ws_id: &str, title: &str) -> Result<bool>;
-    /// Published workstreams with at least one turn, newest activity first.
+    /// Published workstreams with at least one turn, newest activity first
+    /// (sub-agents' transcripts are listed under their parent instead).
     async fn list_workstreams_with_history(
         &self,
         user_id: Option<&str>,

@@ -225,6 +225,21 @@ async fn listing_shows_only_workstreams_with_history(h: Harness) {
     db.save_turn(&b, &user("two")).await.unwrap();
     db.save_turn(&b, &user("three")).await.unwrap();
     db.save_turn(&mine.ws_id, &user("mine")).await.unwrap();
+    // A sub-agent's transcript is listed under its parent, not here.
+    let task = db
+        .create_workstream(&NewWorkstream {
+            kind: Some("task_agent".into()),
+            parent_ws_id: Some(a.clone()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    db.publish_workstream(&task).await.unwrap();
+    db.save_turn(&task.ws_id, &user("task")).await.unwrap();
+    let children = db.list_children(&a).await.unwrap();
+    assert_eq!(children.len(), 1);
+    assert_eq!(children[0].ws_id, task.ws_id);
+    assert!(db.list_children(&b).await.unwrap().is_empty());
     let all = db
         .list_workstreams_with_history(None, 100, 0)
         .await

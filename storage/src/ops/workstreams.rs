@@ -339,7 +339,8 @@ macro_rules! impl_workstream_store {
                     ", n, last_activity FROM workstreams w JOIN \
                      (SELECT ws_id AS cws, COUNT(*) AS n, MAX(timestamp) AS last_activity, MAX(id) AS last_id \
                      FROM conversations GROUP BY ws_id) c \
-                     ON c.cws = w.ws_id WHERE w.state <> 'creating' AND ($1 IS NULL OR w.user_id = $1) \
+                     ON c.cws = w.ws_id WHERE w.state <> 'creating' AND w.kind <> 'task_agent' \
+                     AND ($1 IS NULL OR w.user_id = $1) \
                      ORDER BY last_id DESC LIMIT $2 OFFSET $3"
                 ))
                 .bind(user_id)

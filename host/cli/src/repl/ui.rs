@@ -60,6 +60,15 @@ pub struct WsUi {
     markdown: bool,
 }
 
+/// ` at depth 2` for a sub-agent's sub-agent (nothing at depth 1).
+fn depth_mark(depth: u32) -> String {
+    if depth > 1 {
+        format!(" at depth {depth}")
+    } else {
+        String::new()
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -169,7 +178,12 @@ impl WsUi {
             } else {
                 self.colored("32", "✓")
             };
-            out.push(format!("{mark} {}", self.colored("1", &it.header)));
+            let from = it
+                .agent
+                .as_ref()
+                .map(|a| self.dim(&format!("[sub-agent{}] ", depth_mark(a.depth))))
+                .unwrap_or_default();
+            out.push(format!("{mark} {from}{}", self.colored("1", &it.header)));
             if let Some(e) = &it.error {
                 out.push(self.colored("31", &format!("  {e}")));
             }
@@ -269,6 +283,10 @@ impl WsUi {
                 Event::Info(m) => self.on_info(&m.message),
                 Event::Error(m) => self.on_error(&m.message),
                 Event::StateChange(sc) => self.on_state_change(sc.state),
+                Event::AgentEvent(a) => {
+                    let lines = self.agent_lines(&a, 1);
+                    self.emit(lines);
+                }
                 _ => {}
             },
             SessionEvent::TurnEnded(outcome) => {
@@ -281,6 +299,51 @@ impl WsUi {
                     self.emit(vec![status]);
                 }
             }
+        }
+    }
+
+    /// A sub-agent's event as indented lines under its `task_agent` call
+    /// (its reply text line by line, its tools' headers and results).
+    fn agent_lines(&self, a: &turnstone_protocol::AgentEvent, level: usize) -> Vec<String> {
+        let bar = "  ┆ ".repeat(level);
+        let line = |text: &str| self.dim(&format!("{bar}{text}"));
+        match &*a.event {
+            Event::AgentEvent(inner) => self.agent_lines(inner, level + 1),
+            Event::Content(t) => {
+                let key = format!("agent:{}", a.origin.agent_ws_id);
+                let mut r = lock(&self.render);
+                let tail = r.chunk_tail.entry(key).or_default();
+                tail.push_str(&t.text);
+                let Some(nl) = tail.rfind('\n') else {
+                    return Vec::new();
+                };
+                let rest = tail.split_off(nl + 1);
+                let done = std::mem::replace(tail, rest);
+                done.lines().map(line).collect()
+            }
+            Event::StreamEnd => {
+                let key = format!("agent:{}", a.origin.agent_ws_id);
+                let tail = lock(&self.render).chunk_tail.remove(&key);
+                tail.filter(|t| !t.trim().is_empty())
+                    .map(|t| vec![line(&t)])
+                    .unwrap_or_default()
+            }
+            Event::ToolInfo(items) => items
+                .items
+                .iter()
+                .map(|i| line(&format!("⚙ {}", i.header)))
+                .collect(),
+            Event::ToolResult(r) if r.is_error => {
+                vec![line(&format!(
+                    "✗ {}: {}",
+                    r.name,
+                    r.output.lines().next().unwrap_or("")
+                ))]
+            }
+            Event::ToolResult(r) => vec![line(&format!("✓ {}", r.name))],
+            Event::Info(m) => vec![line(&format!("· {}", m.message))],
+            Event::Error(m) => vec![self.colored("31", &format!("{bar}error: {}", m.message))],
+            _ => Vec::new(),
         }
     }
 

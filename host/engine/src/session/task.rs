@@ -24,6 +24,9 @@ pub const MAX_DEPTH: u32 = 2;
 /// The workstream kind of a sub-agent's transcript.
 pub const TASK_KIND: &str = "task_agent";
 
+/// Config key of a sub-agent's workstream: the parent's tool call it ran for.
+pub const PARENT_CALL_KEY: &str = "task.parent_call_id";
+
 /// What one sub-agent may spend before it must answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Budget {
@@ -105,6 +108,7 @@ impl TaskSpawner {
     async fn transcript(
         &self,
         prompt: &str,
+        call_id: &str,
     ) -> Result<Option<(turnstone_storage::Storage, String)>, AgentError> {
         let Some(db) = &self.store else {
             return Ok(None);
@@ -128,6 +132,9 @@ impl TaskSpawner {
             .await
             .map_err(failed)?;
         db.publish_workstream(&r).await.map_err(failed)?;
+        db.set_config(&r.ws_id, PARENT_CALL_KEY, Some(call_id))
+            .await
+            .map_err(failed)?;
         Ok(Some((db.clone(), r.ws_id)))
     }
 
@@ -148,7 +155,7 @@ impl TaskSpawner {
             return Err(invalid("the task prompt is empty"));
         }
         let (binding, fallbacks, alias) = self.bindings(req.model.as_deref())?;
-        let transcript = self.transcript(&req.prompt).await?;
+        let transcript = self.transcript(&req.prompt, &call_id).await?;
         let agent_ws = transcript
             .as_ref()
             .map(|(_, ws)| ws.clone())

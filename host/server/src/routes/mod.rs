@@ -13,6 +13,7 @@ mod plugins;
 mod plugins_types;
 mod skills;
 mod sse;
+mod work;
 mod ws;
 mod ws_types;
 
@@ -169,6 +170,7 @@ pub fn api() -> axum::Router<AppState> {
         .route("/api/workstreams/{ws_id}/retry", post(ws::retry))
         .route("/api/workstreams/{ws_id}/history", get(info::history))
         .route("/api/workstreams/{ws_id}/export", get(info::export))
+        .route("/api/workstreams/{ws_id}/children", get(work::children))
         .route(
             "/api/workstreams/{ws_id}/events",
             get(sse::workstream_events),

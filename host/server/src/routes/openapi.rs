@@ -2,7 +2,7 @@
 //! and their request types, and `/docs`, a readable rendering of it served by
 //! the UI bundle (no CDN).
 
-use super::{attachments, auth, info, mcp_servers, memories, plugins, skills, sse, ws};
+use super::{attachments, auth, info, mcp_servers, memories, plugins, skills, sse, work, ws};
 use crate::http::AppState;
 use axum::Json;
 use axum::extract::State;
@@ -43,6 +43,7 @@ impl Modify for Security {
         ws::create, ws::list, ws::detail, ws::send, ws::unsend, ws::approve, ws::cancel, ws::close,
         ws::open, ws::delete_ws, ws::title, ws::rewind, ws::retry, ws::command,
         info::models, skills::list, info::dashboard, info::saved, info::history, info::export,
+        work::children,
         memories::list, memories::save, memories::search, memories::get_one, memories::remove,
         memories::get_named_search, memories::remove_named_search,
         sse::workstream_events, sse::global_events,
@@ -68,6 +69,8 @@ impl Modify for Security {
         protocol::ApproveDetail, protocol::GlobalApproveRequest, protocol::GlobalApprovalResolved,
         protocol::GlobalWsClosed, protocol::BackendHealth, protocol::DefaultModel,
         protocol::Health, protocol::HealthChanged,
+        protocol::AgentOrigin, protocol::AgentEvent, protocol::AgentContext, protocol::SystemTurn,
+        protocol::WatchInfo, protocol::WatchChanged, protocol::Preview,
     )),
     modifiers(&Security),
     security(("bearer" = []), ("cookie" = [])),
