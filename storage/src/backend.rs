@@ -280,12 +280,48 @@ pub trait AttachmentStore: Send + Sync {
     ) -> Result<Vec<(Attachment, Vec<u8>)>>;
 }
 
+/// Watches: durable, claimed by one node's scheduler at a time.
+#[async_trait]
+pub trait WatchStore: Send + Sync {
+    /// Creates an active watch due now; refused when the workstream already
+    /// has `max_active` active watches or an active one of that name.
+    async fn create_watch(&self, w: &NewWatch, max_active: i64) -> Result<Watch>;
+    /// The workstream's watches (active ones only, or all), oldest first.
+    async fn list_watches(&self, ws_id: &str, active_only: bool) -> Result<Vec<Watch>>;
+    /// One watch.
+    async fn get_watch(&self, watch_id: &str) -> Result<Option<Watch>>;
+    /// Cancels the workstream's active watch named `name_or_id` (or whose id
+    /// starts with it); `None` when there is none.
+    async fn cancel_watch(&self, ws_id: &str, name_or_id: &str) -> Result<Option<Watch>>;
+    /// Claims up to `limit` active watches due by `now` for `node` until
+    /// `until` (unclaimed, or their claim lapsed), in `ws_ids` when given.
+    async fn claim_due_watches(
+        &self,
+        node: &str,
+        now: &str,
+        until: &str,
+        limit: i64,
+        ws_ids: Option<&[String]>,
+    ) -> Result<Vec<Watch>>;
+    /// Records a poll of a watch `node` holds and releases it; false when
+    /// the claim was lost (another node took it over, or it was cancelled).
+    async fn record_poll(&self, watch_id: &str, node: &str, poll: &PollRecord) -> Result<bool>;
+    /// Ended watches whose result has not reached their workstream yet, in
+    /// `ws_ids` when given.
+    async fn undelivered_watches(&self, ws_ids: Option<&[String]>) -> Result<Vec<Watch>>;
+    /// Marks a result delivered; false when it already was.
+    async fn mark_watch_delivered(&self, watch_id: &str) -> Result<bool>;
+    /// When the next active watch is due (in `ws_ids` when given).
+    async fn next_watch_due(&self, ws_ids: Option<&[String]>) -> Result<Option<String>>;
+}
+
 /// Everything: what `Storage` hands out.
 pub trait Backend:
     WorkstreamStore
     + TurnStore
     + MemoryStore
     + SkillStore
+    + WatchStore
     + IdentityStore
     + PluginStore
     + OpsStore

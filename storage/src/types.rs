@@ -674,3 +674,82 @@ mod tests {
         assert!(!json.contains("\"turn\""), "{json}");
     }
 }
+
+/// A watch to create.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NewWatch {
+    /// Its workstream.
+    pub ws_id: String,
+    /// Unique among the workstream's active watches.
+    pub name: String,
+    /// The polled command.
+    pub command: String,
+    /// Seconds between polls.
+    pub interval_secs: i64,
+    /// The stop condition (none: stop when the output changes).
+    pub condition: Option<String>,
+    /// Polls allowed.
+    pub max_polls: i64,
+    /// The plugin whose grants the command runs with.
+    pub plugin: String,
+}
+
+/// A stored watch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Watch {
+    /// Id (32 hex).
+    pub watch_id: String,
+    /// Its workstream.
+    pub ws_id: String,
+    /// Name.
+    pub name: String,
+    /// The polled command.
+    pub command: String,
+    /// Seconds between polls.
+    pub interval_secs: i64,
+    /// The stop condition.
+    pub condition: Option<String>,
+    /// Polls allowed.
+    pub max_polls: i64,
+    /// Polls run.
+    pub poll_count: i64,
+    /// The last poll's output.
+    pub last_output: Option<String>,
+    /// The last poll's exit code.
+    pub last_exit_code: Option<i64>,
+    /// Why the last poll or its condition failed.
+    pub last_error: Option<String>,
+    /// `active`, `fired`, `expired` or `cancelled`.
+    pub state: String,
+    /// When the next poll is due (active only).
+    pub next_poll: Option<String>,
+    /// The plugin whose grants the command runs with.
+    pub plugin: String,
+    /// The node polling it now.
+    pub claimed_by: Option<String>,
+    /// The result text for the workstream (fired or expired).
+    pub result: Option<String>,
+    /// When the result reached the workstream.
+    pub delivered: Option<String>,
+    /// Created.
+    pub created: String,
+    /// Last change.
+    pub updated: String,
+}
+
+/// What one poll of a claimed watch found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PollRecord {
+    /// Its output (already trimmed to what is kept).
+    pub output: String,
+    /// Its exit code.
+    pub exit_code: i64,
+    /// Why the poll or the condition failed, if it did.
+    pub error: Option<String>,
+    /// `active` (poll again at `next_poll`), `fired` or `expired`.
+    pub state: String,
+    /// The next poll (active only).
+    pub next_poll: Option<String>,
+    /// The text for the workstream (fired or expired).
+    pub result: Option<String>,
+}

@@ -195,6 +195,39 @@ impl LoadedPlugin {
         .await
     }
 
+    /// Runs `program args…` to completion as this plugin would (its `exec`,
+    /// `env` and filesystem grants decide; the child gets its own process
+    /// group and a scrubbed environment), within `timeout`, keeping at most
+    /// `max_bytes` of output. Watches poll their command this way, with the
+    /// grants of the plugin that created them. The error says what was
+    /// denied and which grant allows it.
+    pub async fn run_command(
+        &self,
+        program: &str,
+        args: &[String],
+        cwd: Option<&str>,
+        timeout: std::time::Duration,
+        max_bytes: usize,
+        cancel: Option<&CancellationToken>,
+    ) -> Result<crate::host::process::CommandOutput, String> {
+        use crate::bindings::v0_1_0::host::turnstone::plugin::process::{Command, ProcessError};
+        let cmd = Command {
+            program: program.to_string(),
+            args: args.to_vec(),
+            env: Vec::new(),
+            cwd: cwd.map(str::to_string),
+            stdin: None,
+        };
+        crate::host::process::run_for(&self.ctx, cmd, timeout, max_bytes, cancel)
+            .await
+            .map_err(|e| match e {
+                ProcessError::Denied(d) => {
+                    format!("{} denied: {}; {}", d.capability, d.detail, d.grant_hint)
+                }
+                ProcessError::SpawnFailed(m) => m,
+            })
+    }
+
     /// Asks a provider plugin for a model's capabilities.
     pub async fn provider_capabilities(
         &self,

@@ -28,6 +28,7 @@
 //! | `skills.rs`      | `impl_skill_store!`       | `SkillStore`       |
 //! | `operations.rs`  | `impl_ops_store!`         | `OpsStore`         |
 //! | `attachments.rs` | `impl_attachment_store!`  | `AttachmentStore`  |
+//! | `watches.rs`     | `impl_watch_store!`       | `WatchStore`       |
 //!
 //! The one cross-domain dependency: forking a workstream copies its turns, so
 //! `impl_workstream_store!` calls the turn row helpers that `impl_turn_store!`
@@ -40,4 +41,5 @@ pub(crate) mod operations;
 pub(crate) mod plugins;
 pub(crate) mod skills;
 pub(crate) mod turns;
+pub(crate) mod watches;
 pub(crate) mod workstreams;

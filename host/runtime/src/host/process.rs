@@ -105,11 +105,21 @@ fn pump(
 /// Baseline variables every child gets so programs resolve and print sanely.
 const BASE_ENV: &[&str] = &["PATH", "LANG", "TERM"];
 
-async fn spawn(state: &mut HostState, cmd: Command) -> Result<ChildProcess, ProcessError> {
-    let caps = &state.plugin.caps;
+fn spawn(state: &mut HostState, cmd: Command) -> Result<ChildProcess, ProcessError> {
+    spawn_for(&state.plugin, cmd)
+}
+
+/// Spawns `cmd` with `plugin`'s grants: the program, variables and working
+/// directory must be granted; the child gets its own process group and a
+/// scrubbed environment.
+pub(crate) fn spawn_for(
+    plugin: &crate::plugin::PluginContext,
+    cmd: Command,
+) -> Result<ChildProcess, ProcessError> {
+    let caps = &plugin.caps;
     let deny = |d: crate::capability::Denial| {
-        state.plugin.counters.denial();
-        tracing::warn!(plugin = %state.plugin.name, "{d}");
+        plugin.counters.denial();
+        tracing::warn!(plugin = %plugin.name, "{d}");
         ProcessError::Denied(denial_to_wit(&d))
     };
     caps.check_exec(&cmd.program).map_err(deny)?;
@@ -186,7 +196,7 @@ impl wit::Host for HostState {
         &mut self,
         cmd: Command,
     ) -> wasmtime::Result<Result<Resource<ChildProcess>, ProcessError>> {
-        match spawn(self, cmd).await {
+        match spawn(self, cmd) {
             Ok(child) => Ok(Ok(self.table().push(child)?)),
             Err(e) => Ok(Err(e)),
         }
@@ -205,9 +215,7 @@ impl wit::Host for HostState {
         if let Err(e) = plugin.background.admit(&session) {
             return Ok(Err(ProcessError::SpawnFailed(e.to_string())));
         }
-        Ok(spawn(self, cmd)
-            .await
-            .map(|child| plugin.background.adopt(&session, child)))
+        Ok(spawn(self, cmd).map(|child| plugin.background.adopt(&session, child)))
     }
 
     async fn read_background(&mut self, handle: u32) -> wasmtime::Result<Option<BackgroundOutput>> {
@@ -272,4 +280,82 @@ impl wit::HostChild for HostState {
         self.table().delete(child)?;
         Ok(())
     }
+}
+
+/// What a command run to completion produced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandOutput {
+    /// stdout, then stderr lines prefixed `[stderr] `, as bash tools show them.
+    pub output: String,
+    /// The exit code (128 + signal when killed by one; -1 when it timed out).
+    pub exit_code: i32,
+    /// It ran out of time and its process group was killed.
+    pub timed_out: bool,
+}
+
+/// Runs `cmd` with `plugin`'s grants to completion or `timeout` (then the
+/// process group is killed), collecting at most `max_bytes` of output (the
+/// end is kept). `cancel` stops it early.
+pub(crate) async fn run_for(
+    plugin: &crate::plugin::PluginContext,
+    cmd: Command,
+    timeout: std::time::Duration,
+    max_bytes: usize,
+    cancel: Option<&tokio_util::sync::CancellationToken>,
+) -> Result<CommandOutput, ProcessError> {
+    let mut child = spawn_for(plugin, cmd)?;
+    let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+    let collect = async {
+        while let Some(chunk) = child.output.recv().await {
+            let buf = match chunk.stream {
+                StreamKind::Stdout => &mut stdout,
+                StreamKind::Stderr => &mut stderr,
+            };
+            buf.extend_from_slice(&chunk.data);
+            if buf.len() > 2 * max_bytes {
+                buf.drain(..buf.len() - max_bytes);
+            }
+        }
+        child.child.wait().await
+    };
+    let never = tokio_util::sync::CancellationToken::new();
+    let cancel = cancel.unwrap_or(&never);
+    let status = tokio::select! {
+        s = tokio::time::timeout(timeout, collect) => s,
+        () = cancel.cancelled() => Ok(Err(std::io::Error::other("cancelled"))),
+    };
+    let (exit_code, timed_out) = match status {
+        Ok(Ok(st)) => {
+            let code = match exit_status(st) {
+                ExitStatus::Exited(c) => c,
+                ExitStatus::Signaled(s) => 128 + s,
+            };
+            child.mark_exited(exit_status(st));
+            (code, false)
+        }
+        Ok(Err(e)) => return Err(ProcessError::SpawnFailed(e.to_string())),
+        // Dropping `child` kills the group.
+        Err(_) => (-1, true),
+    };
+    let mut output = String::from_utf8_lossy(&stdout).into_owned();
+    for line in String::from_utf8_lossy(&stderr).lines() {
+        if !output.is_empty() && !output.ends_with('\n') {
+            output.push('\n');
+        }
+        output.push_str("[stderr] ");
+        output.push_str(line);
+        output.push('\n');
+    }
+    if output.len() > max_bytes {
+        let mut start = output.len() - max_bytes;
+        while !output.is_char_boundary(start) {
+            start += 1;
+        }
+        output.drain(..start);
+    }
+    Ok(CommandOutput {
+        output,
+        exit_code,
+        timed_out,
+    })
 }
