@@ -309,8 +309,11 @@ pub trait WatchStore: Send + Sync {
     /// Ended watches whose result has not reached their workstream yet, in
     /// `ws_ids` when given.
     async fn undelivered_watches(&self, ws_ids: Option<&[String]>) -> Result<Vec<Watch>>;
-    /// Marks a result delivered; false when it already was.
+    /// Marks a result delivered; false when it already was (so of two
+    /// nodes, one delivers it).
     async fn mark_watch_delivered(&self, watch_id: &str) -> Result<bool>;
+    /// Takes the mark back after a delivery failed, to try again later.
+    async fn unmark_watch_delivered(&self, watch_id: &str) -> Result<()>;
     /// When the next active watch is due (in `ws_ids` when given).
     async fn next_watch_due(&self, ws_ids: Option<&[String]>) -> Result<Option<String>>;
 }

@@ -165,10 +165,16 @@ async fn a_claim_is_one_nodes_until_it_lapses_and_polls_are_fenced(h: Harness) {
             .is_empty()
     );
     assert_eq!(
-        db.claim_due_watches("node-a", &later(40), &later(90), 10, Some(&[ws.clone()]))
-            .await
-            .unwrap()
-            .len(),
+        db.claim_due_watches(
+            "node-a",
+            &later(40),
+            &later(90),
+            10,
+            Some(std::slice::from_ref(&ws))
+        )
+        .await
+        .unwrap()
+        .len(),
         1
     );
     // A cancelled watch cannot be recorded by its claimant either.

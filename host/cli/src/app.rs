@@ -215,7 +215,16 @@ pub struct App {
     pub skills: Arc<turnstone_engine::skills::SkillLibrary>,
     /// `[agents]`: what each sub-agent may spend.
     pub task_budget: turnstone_engine::session::Budget,
+    /// Wakes this process's watch scheduler (the terminal's, or the server's).
+    pub watch_wake: Arc<tokio::sync::Notify>,
+    /// The terminal's open workstreams, by id (where watch results go).
+    pub open: OpenSessions,
 }
+
+/// Sessions of the workstreams the terminal has open, by workstream id.
+pub type OpenSessions = Arc<
+    std::sync::Mutex<std::collections::HashMap<String, turnstone_engine::runner::SessionHandle>>,
+>;
 
 /// The per-user default database for the CLI, so `--resume` works from any directory.
 fn default_cli_db() -> Option<PathBuf> {
@@ -340,6 +349,8 @@ impl App {
             event_log,
             skills,
             task_budget,
+            watch_wake: Arc::new(tokio::sync::Notify::new()),
+            open: Default::default(),
         })
     }
 
@@ -380,6 +391,7 @@ impl App {
                 // The terminal's database is one person's.
                 local: true,
                 task_budget: self.task_budget,
+                watch_wake: Some(self.watch_wake.clone()),
             });
         Ok(if resume { s.resume().await? } else { s })
     }

@@ -136,6 +136,7 @@ pub async fn run(
         },
     )
     .await;
+    let watch_wake = app.watch_wake.clone();
     let mgr = Manager::new(
         Deps {
             db: app.storage.clone(),
@@ -155,6 +156,7 @@ pub async fn run(
                 model: app.loaded.config.titles.model.clone(),
             },
             task_budget: app.task_budget,
+            watch_wake: Some(watch_wake.clone()),
         },
         limits,
         metrics.clone(),
@@ -169,6 +171,17 @@ pub async fn run(
             "note: session cookies are marked Secure (bound to {host}); browsers keep them only over HTTPS.              Serve behind a TLS proxy, or set [auth] cookie_secure = false for plain HTTP on a trusted network."
         );
     }
+    // One watch scheduler per node, stopped with the server.
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    turnstone_engine::watch::WatchScheduler::new(
+        app.storage.clone(),
+        node_id.clone(),
+        app.loaded.live.clone().into(),
+        app.loaded.workspace.clone(),
+        turnstone_server::watches::ManagerDelivery::new(&mgr),
+        watch_wake,
+    )
+    .spawn(shutdown.clone());
     let state = AppState {
         db: app.storage.clone(),
         keys: Arc::new(keys),
@@ -177,7 +190,7 @@ pub async fn run(
         node: Some(Arc::new(Node {
             mgr,
             metrics,
-            shutdown: Default::default(),
+            shutdown,
             plugins: Some(plugins),
         })),
         limiter: limiter.map(Arc::new),

@@ -11,6 +11,7 @@
 //!   [`runner::SessionHandle`] takes [`turnstone_protocol::Op`]s, the events
 //!   come out of a stream.
 //! - [`models`]: the model registry (aliases, fallbacks, live reload).
+//! - [`watch`]: watches of a session and the node's scheduler that polls them.
 
 pub mod event_log;
 pub mod events;
@@ -23,6 +24,7 @@ pub mod session;
 pub mod skills;
 pub mod truncate;
 pub mod turn;
+pub mod watch;
 
 pub use turn::{ContentPart, EffectStatus, ProviderNative, Role, ToolCall, Turn, TurnMeta};
 pub use turnstone_protocol::SessionState;

@@ -88,6 +88,8 @@ enum Command {
     Turn {
         text: String,
         parts: Vec<ContentPart>,
+        /// A notice's source (the turn is marked with it).
+        source: Option<String>,
     },
     Rewind {
         turns: usize,
@@ -123,6 +125,21 @@ struct Shared {
     closed: CancellationToken,
     /// `sender` of queued messages that become a turn of their own.
     owner: Option<String>,
+    /// Notices that arrived during a turn: each starts a turn after it.
+    notices: Mutex<std::collections::VecDeque<Notice>>,
+}
+
+/// A notice waiting for the running turn to end.
+struct Notice {
+    content: String,
+    source: String,
+    meta: serde_json::Value,
+}
+
+/// What runs after a turn.
+enum Next {
+    Message(String),
+    Notice(Notice),
 }
 
 impl Shared {
@@ -145,15 +162,21 @@ impl Shared {
 
     /// After a turn: the next queued message, or the session is released
     /// (atomically with respect to a send deciding between start and queue).
-    fn next_or_release(&self) -> Option<String> {
+    fn next_or_release(&self) -> Option<Next> {
         let mut b = self.busy();
-        match self.queue.pop() {
-            Some(m) => Some(m),
-            None => {
-                *b = false;
-                None
-            }
+        if let Some(m) = self.queue.pop() {
+            return Some(Next::Message(m));
         }
+        if let Some(n) = self
+            .notices
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .pop_front()
+        {
+            return Some(Next::Notice(n));
+        }
+        *b = false;
+        None
     }
 }
 
@@ -200,6 +223,7 @@ pub fn spawn(session: ChatSession) -> SessionHandle {
         busy: Mutex::new(false),
         closed: CancellationToken::new(),
         owner: session.acting_user_id().map(String::from),
+        notices: Default::default(),
     });
     let task = tokio::spawn(run(session, rx, shared.clone()));
     let inner = Arc::new(Inner {
@@ -261,6 +285,7 @@ impl SessionHandle {
                     let sent = inner.commands.send(Command::Turn {
                         text,
                         parts: parts(extra),
+                        source: None,
                     });
                     if sent.is_err() {
                         *busy = false;
@@ -285,6 +310,51 @@ impl SessionHandle {
                     }
                     Err(_) => Ok(Ack::QueueFull),
                 }
+            }
+            Op::Notice {
+                content,
+                source,
+                meta,
+            } => {
+                let mut busy = inner.shared.busy();
+                if *busy {
+                    let mut notices = inner
+                        .shared
+                        .notices
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner());
+                    notices.push_back(Notice {
+                        content,
+                        source,
+                        meta,
+                    });
+                    return Decided::Now(Ok(Ack::Queued {
+                        msg_id: crate::random_hex(),
+                        position: notices.len(),
+                    }));
+                }
+                *busy = true;
+                inner
+                    .shared
+                    .events
+                    .emit(Event::SystemTurn(turnstone_protocol::SystemTurn {
+                        content: content.clone(),
+                        source: source.clone(),
+                        meta,
+                    }));
+                if inner
+                    .commands
+                    .send(Command::Turn {
+                        text: content,
+                        parts: Vec::new(),
+                        source: Some(source),
+                    })
+                    .is_err()
+                {
+                    *busy = false;
+                    return Decided::Now(Err(OpError::Closed));
+                }
+                Ok(Ack::Started)
             }
             Op::Approve {
                 cycle_id,
@@ -438,8 +508,15 @@ async fn run(
         };
         let Some(command) = command else { break };
         match command {
-            Command::Turn { text, parts } => {
-                let r = session.send_with(&text, parts).await;
+            Command::Turn {
+                text,
+                parts,
+                source,
+            } => {
+                let r = match source {
+                    Some(source) => session.send_notice(&text, &source).await,
+                    None => session.send_with(&text, parts).await,
+                };
                 turn_ended(&events, &r);
                 if r.is_ok()
                     && let Some(job) = session.title_job().await
@@ -522,19 +599,33 @@ async fn run(
 /// Messages queued during the last model answer had no tool-result seam to
 /// join at: each becomes the next turn, announced as a `user_turn`.
 async fn run_queued(session: &mut ChatSession, inner: &Shared) {
-    while let Some(text) = inner.next_or_release() {
+    while let Some(next) = inner.next_or_release() {
         if inner.closed.is_cancelled() {
             inner.release();
             return;
         }
-        inner.events.emit(Event::UserTurn(UserTurn {
-            content: text.clone(),
-            attachments: Vec::new(),
-            sender: inner.owner.clone(),
-            client_send_ids: Vec::new(),
-            event_id: 0,
-        }));
-        let r = session.send_with(&text, Vec::new()).await;
+        let r = match next {
+            Next::Message(text) => {
+                inner.events.emit(Event::UserTurn(UserTurn {
+                    content: text.clone(),
+                    attachments: Vec::new(),
+                    sender: inner.owner.clone(),
+                    client_send_ids: Vec::new(),
+                    event_id: 0,
+                }));
+                session.send_with(&text, Vec::new()).await
+            }
+            Next::Notice(n) => {
+                inner
+                    .events
+                    .emit(Event::SystemTurn(turnstone_protocol::SystemTurn {
+                        content: n.content.clone(),
+                        source: n.source.clone(),
+                        meta: n.meta,
+                    }));
+                session.send_notice(&n.content, &n.source).await
+            }
+        };
         turn_ended(&inner.events, &r);
     }
 }

@@ -54,7 +54,7 @@ fn agent_session(
             skills,
             model_alias: Some("default".into()),
             local: false,
-            task_budget: Default::default(),
+            ..Default::default()
         })
 }
 

@@ -107,6 +107,20 @@ pub enum Op {
         /// Its id from `message_queued`.
         msg_id: String,
     },
+    /// A notice for the conversation (a watch's result): it joins as a turn
+    /// marked with `source` (announced as `system_turn`) and the model
+    /// answers it at once when the session is idle — an idle workstream
+    /// wakes — or after the running turn.
+    Notice {
+        /// The text the model sees.
+        content: String,
+        /// Who produced it (`watch`).
+        source: String,
+        /// Details for front ends.
+        #[serde(default)]
+        #[schema(value_type = Object)]
+        meta: serde_json::Value,
+    },
     /// Activates a skill for the next turns (`name: None` drops the active
     /// one); recorded with the workstream.
     UseSkill {

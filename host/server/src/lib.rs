@@ -24,5 +24,6 @@ pub mod plugins;
 pub mod ratelimit;
 pub mod routes;
 pub mod serve;
+pub mod watches;
 pub mod web;
 pub mod workstream;

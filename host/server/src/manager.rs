@@ -68,6 +68,8 @@ pub struct Deps {
     pub titles: Titles,
     /// `[agents]`: what each sub-agent may spend.
     pub task_budget: turnstone_engine::session::Budget,
+    /// Wakes the node's watch scheduler (none: watches are not available).
+    pub watch_wake: Option<Arc<tokio::sync::Notify>>,
 }
 
 /// `[titles]`: whether new workstreams are named after their first
@@ -421,6 +423,7 @@ impl Manager {
                 model_alias: Some(alias.to_string()),
                 local: false,
                 task_budget: self.deps.task_budget,
+                watch_wake: self.deps.watch_wake.clone(),
             });
         let session = if self.deps.titles.enabled {
             let binding = self.deps.titles.model.as_deref().and_then(|m| {

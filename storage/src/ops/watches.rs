@@ -282,6 +282,14 @@ macro_rules! impl_watch_store {
                 Ok(n == 1)
             }
 
+            async fn unmark_watch_delivered(&self, watch_id: &str) -> $crate::error::Result<()> {
+                sqlx::query("UPDATE watches SET delivered = NULL WHERE watch_id = $1")
+                    .bind(watch_id)
+                    .execute(&self.pool)
+                    .await?;
+                Ok(())
+            }
+
             async fn next_watch_due(
                 &self,
                 ws_ids: Option<&[String]>,

@@ -5,6 +5,7 @@ pub mod commands;
 pub mod console;
 mod slash;
 pub mod ui;
+mod watches;
 pub mod workstreams;
 
 use crate::app::App;
@@ -70,6 +71,18 @@ pub async fn run(
     } else {
         None
     };
+    // Watches of the open workstreams are polled while the terminal runs.
+    let watch_stop = tokio_util::sync::CancellationToken::new();
+    let _stop_watches = watch_stop.clone().drop_guard();
+    turnstone_engine::watch::WatchScheduler::new(
+        repl.app.storage.clone(),
+        format!("cli-{}", std::process::id()),
+        repl.app.loaded.live.clone().into(),
+        repl.app.loaded.workspace.clone(),
+        watches::OpenDelivery::new(repl.app.open.clone()),
+        repl.app.watch_wake.clone(),
+    )
+    .spawn(watch_stop);
     // The window shown is the one sessions use (asked of a self-hosted
     // server once, bounded; the answer is kept for the alias).
     let window = repl.app.resolve_window().await;
@@ -207,7 +220,8 @@ impl Repl {
                 (self.app.session(&ws_id, sink, false).await?, name)
             }
         };
-        self.slots.push(Slot::spawn(id, name, session, ui));
+        self.slots
+            .push(Slot::spawn(id, name, session, ui, self.app.open.clone()));
         Ok(self.slots.len() - 1)
     }
 

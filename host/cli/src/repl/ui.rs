@@ -283,6 +283,17 @@ impl WsUi {
                 Event::Info(m) => self.on_info(&m.message),
                 Event::Error(m) => self.on_error(&m.message),
                 Event::StateChange(sc) => self.on_state_change(sc.state),
+                Event::SystemTurn(t) => {
+                    let mut lines = t.content.lines();
+                    let first = lines.next().unwrap_or("");
+                    let mut out = vec![self.colored("36", &format!("◆ {}: {first}", t.source))];
+                    out.extend(
+                        lines
+                            .take(RESULT_PREVIEW_LINES)
+                            .map(|l| self.dim(&format!("  {l}"))),
+                    );
+                    self.emit(out);
+                }
                 Event::AgentEvent(a) => {
                     let lines = self.agent_lines(&a, 1);
                     self.emit(lines);

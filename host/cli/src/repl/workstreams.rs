@@ -32,19 +32,36 @@ pub struct Slot {
     session: SessionHandle,
     /// Approval waiting for an answer.
     pub approval: Option<ApproveRequest>,
+    open: crate::app::OpenSessions,
+}
+
+fn lock_open(
+    open: &crate::app::OpenSessions,
+) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, SessionHandle>> {
+    open.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Slot {
-    /// Runs `session` (built on [`sink_for`] this slot's `ui`).
-    pub fn spawn(id: u64, name: String, session: ChatSession, ui: Arc<WsUi>) -> Self {
+    /// Runs `session` (built on [`sink_for`] this slot's `ui`), listed in
+    /// `open` while it runs.
+    pub fn spawn(
+        id: u64,
+        name: String,
+        session: ChatSession,
+        ui: Arc<WsUi>,
+        open: crate::app::OpenSessions,
+    ) -> Self {
         let ws_id = session.ws_id().unwrap_or_default().to_string();
+        let handle = turnstone_engine::runner::spawn(session);
+        lock_open(&open).insert(ws_id.clone(), handle.clone());
         Self {
             id,
             name,
             ws_id,
             ui,
-            session: turnstone_engine::runner::spawn(session),
+            session: handle,
             approval: None,
+            open,
         }
     }
 
@@ -92,14 +109,17 @@ impl Slot {
     /// idle: callers check).
     pub async fn replace(&mut self, session: ChatSession, name: String) {
         self.session.close(REPLACE_GRACE).await;
+        lock_open(&self.open).remove(&self.ws_id);
         self.ws_id = session.ws_id().unwrap_or_default().to_string();
         self.name = name;
         self.approval = None;
         self.session = turnstone_engine::runner::spawn(session);
+        lock_open(&self.open).insert(self.ws_id.clone(), self.session.clone());
     }
 
     /// Stops the session, letting it record what it was doing.
     pub async fn close(&self, grace: Duration) {
+        lock_open(&self.open).remove(&self.ws_id);
         self.session.close(grace).await;
     }
 

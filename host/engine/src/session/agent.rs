@@ -37,6 +37,9 @@ pub struct AgentContext {
     pub local: bool,
     /// What each sub-agent may spend (`[agents]`).
     pub task_budget: super::Budget,
+    /// Wakes the node's watch scheduler when a watch is created (none:
+    /// watches are not available).
+    pub watch_wake: Option<Arc<tokio::sync::Notify>>,
 }
 
 /// One tool batch's view of the session.
@@ -52,6 +55,8 @@ pub(super) struct SessionAgent {
     pub(super) context_id: String,
     /// Starts sub-agents for this batch's calls.
     pub(super) tasks: Arc<super::task::TaskSpawner>,
+    /// The session's stream (watch changes are shown on it).
+    pub(super) events: crate::events::EventSink,
 }
 
 fn mem_err(e: turnstone_storage::StorageError) -> MemoryError {
@@ -445,6 +450,77 @@ impl SessionHost for SessionAgent {
         >,
     > {
         Box::pin(self.tasks.clone().run(call_id, request))
+    }
+
+    fn watch_create(
+        &self,
+        plugin: String,
+        spec: turnstone_runtime::host::work::WatchSpec,
+    ) -> BoxFuture<'static, Result<WitWatch, WatchError>> {
+        let target = self.watch_target();
+        let events = self.events.clone();
+        Box::pin(async move {
+            let (db, ws, wake) = target?;
+            let w = crate::watch::create(&db, &ws, &plugin, spec).await?;
+            events.emit(turnstone_protocol::Event::WatchChanged(
+                turnstone_protocol::WatchChanged {
+                    watch: crate::watch::info(&w),
+                },
+            ));
+            wake.notify_one();
+            Ok(crate::watch::to_wit(&w))
+        })
+    }
+
+    fn watch_list(&self) -> BoxFuture<'static, Result<Vec<WitWatch>, WatchError>> {
+        let target = self.watch_target();
+        Box::pin(async move {
+            let (db, ws, _) = target?;
+            Ok(crate::watch::list(&db, &ws)
+                .await?
+                .iter()
+                .map(crate::watch::to_wit)
+                .collect())
+        })
+    }
+
+    fn watch_cancel(&self, name_or_id: String) -> BoxFuture<'static, Result<WitWatch, WatchError>> {
+        let target = self.watch_target();
+        let events = self.events.clone();
+        Box::pin(async move {
+            let (db, ws, _) = target?;
+            let w = crate::watch::cancel(&db, &ws, &name_or_id).await?;
+            events.emit(turnstone_protocol::Event::WatchChanged(
+                turnstone_protocol::WatchChanged {
+                    watch: crate::watch::info(&w),
+                },
+            ));
+            Ok(crate::watch::to_wit(&w))
+        })
+    }
+}
+
+type WitWatch = turnstone_runtime::host::work::Watch;
+/// Where a session's watches live: the store, the workstream, the scheduler to wake.
+type WatchTarget = (Storage, String, Arc<tokio::sync::Notify>);
+use turnstone_runtime::host::work::WatchError;
+
+impl SessionAgent {
+    /// The store, workstream and scheduler a watch of this session uses.
+    fn watch_target(&self) -> Result<WatchTarget, WatchError> {
+        let wake = self.ctx.watch_wake.clone().ok_or_else(|| {
+            WatchError::Unavailable(
+                "watches are not available here (no watch scheduler runs)".into(),
+            )
+        })?;
+        let db = self.db.clone().ok_or_else(|| {
+            WatchError::Unavailable("this session keeps no history to watch from".into())
+        })?;
+        let ws = self
+            .ws_id
+            .clone()
+            .ok_or_else(|| WatchError::Unavailable("this session has no workstream".into()))?;
+        Ok((db, ws, wake))
     }
 }
 

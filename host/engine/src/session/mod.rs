@@ -442,8 +442,25 @@ impl ChatSession {
         input: &str,
         extra: Vec<crate::ContentPart>,
     ) -> Result<(), SessionError> {
+        self.send_marked(input, extra, None).await
+    }
+
+    /// Runs a turn on a notice (a watch's result): it joins the
+    /// conversation as a user-side turn marked with `source`, so the model
+    /// answers it, while front ends show it as a system notice.
+    pub async fn send_notice(&mut self, content: &str, source: &str) -> Result<(), SessionError> {
+        self.send_marked(content, Vec::new(), Some(source.to_string()))
+            .await
+    }
+
+    async fn send_marked(
+        &mut self,
+        input: &str,
+        extra: Vec<crate::ContentPart>,
+        source: Option<String>,
+    ) -> Result<(), SessionError> {
         self.usage.tool_calls_this_turn = 0;
-        let result = self.send_inner(input, extra).await;
+        let result = self.send_inner(input, extra, source).await;
         if let Err(e) = &result
             && !matches!(
                 e,
@@ -461,6 +478,7 @@ impl ChatSession {
         &mut self,
         input: &str,
         extra: Vec<crate::ContentPart>,
+        source: Option<String>,
     ) -> Result<(), SessionError> {
         self.token = self.cancel.fresh();
         if let Some((live, alias)) = &self.live {
@@ -474,6 +492,7 @@ impl ChatSession {
         }
         let mut user = Turn::text(Role::User, input);
         user.content.extend(extra);
+        user.meta.source = source;
         self.append(user).await?;
         // A context-length refusal compacts and retries once per turn.
         let mut overflow_recovered = false;

@@ -122,6 +122,7 @@ impl ChatSession {
             slot: self.skill.clone(),
             context_id: self.context_id(),
             tasks: self.task_spawner(),
+            events: self.events.clone(),
         })
     }
 

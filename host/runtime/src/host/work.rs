@@ -24,6 +24,17 @@ pub fn preview_unavailable() -> PreviewError {
     PreviewError::Unavailable("there is no preview pane in this session".into())
 }
 
+/// Runs `f` on a task of its own. Host calls of a guest run on the guest's
+/// fiber stack, where the condition parser's stack guard cannot measure
+/// what is left (it would refuse every condition); a task has a thread's.
+async fn off_fiber<T: Send + 'static>(
+    f: impl std::future::Future<Output = T> + Send + 'static,
+) -> Result<T, String> {
+    tokio::spawn(f)
+        .await
+        .map_err(|e| format!("the host task failed: {e}"))
+}
+
 impl agents::Host for HostState {
     async fn run_task(
         &mut self,
@@ -58,14 +69,22 @@ impl watches::Host for HostState {
         if let Err(d) = self.plugin.caps.check_watches() {
             return Ok(Err(d.to_string()));
         }
-        Ok(turnstone_watch::Condition::parse(&condition)
-            .map(|_| ())
-            .map_err(|e| e.to_string()))
+        Ok(off_fiber(async move {
+            turnstone_watch::Condition::parse(&condition)
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        })
+        .await
+        .unwrap_or_else(Err))
     }
 
     async fn create(&mut self, spec: WatchSpec) -> wasmtime::Result<Result<Watch, WatchError>> {
         let plugin = self.plugin.name.clone();
-        watch_call!(self, |s| s.watch_create(plugin, spec))
+        watch_call!(self, |s| async move {
+            off_fiber(s.watch_create(plugin, spec))
+                .await
+                .unwrap_or_else(|e| Err(WatchError::Unavailable(e)))
+        })
     }
 
     async fn list(&mut self) -> wasmtime::Result<Result<Vec<Watch>, WatchError>> {
