@@ -263,6 +263,7 @@ class Pane {
     this.cards = new Map();
     this.tools = new Map();
     this.agents = new Map();
+    this.watches = new Map();
     this.cur = null;
     this.el.addEventListener("mousedown", () => focusPane(state.panes.indexOf(this)));
     $(".pane-close", this.el).onclick = () => removePane(this);
@@ -333,6 +334,8 @@ class Pane {
     this.cards.clear();
     this.tools.clear();
     this.agents.clear();
+    this.watches.clear();
+    this.renderWatches();
     this.cur = null;
     this.files = [];
     $(".pending-files", this.el).textContent = "";
@@ -363,10 +366,13 @@ class Pane {
     this.scroll();
     this.connect(h.handoff_token);
     this.linkTranscripts(id);
+    this.loadWatches(id);
   }
 
   renderStored(m) {
-    if (m.role === "user") {
+    if (m.role === "user" && m.source === "watch") {
+      this.notice("watch", m.content || "");
+    } else if (m.role === "user") {
       this.addUser(m.content || "", m.attachments);
     } else if (m.role === "assistant") {
       if (m.reasoning) this.newAssistant().reasoning(m.reasoning);
@@ -413,6 +419,8 @@ class Pane {
         if (state.roster.has(this.wsId)) { state.roster.get(this.wsId).state = e.state; renderTabs(); }
         break;
       case "user_turn": this.addUser(e.content, e.attachments); break;
+      case "system_turn": this.notice(e.source, e.content); break;
+      case "watch_changed": this.watchChanged(e.watch); break;
       case "thinking_start": this.cur = null; break;
       case "reasoning": this.assistant().reasoning(e.text, true); break;
       case "content": this.assistant().append(e.text); break;
@@ -518,6 +526,63 @@ class Pane {
   }
 
   assistant() { return this.cur || this.newAssistant(); }
+
+  // ---- watches: the active ones above the composer; results as notices ----
+
+  notice(source, text) {
+    const d = document.createElement("div");
+    d.className = "msg notice";
+    const h = document.createElement("div");
+    h.className = "notice-source";
+    h.textContent = "◆ " + source;
+    const body = document.createElement("div");
+    body.className = "md";
+    renderMarkdown(body, text);
+    d.append(h, body);
+    this.log.append(d);
+    this.cur = null;
+  }
+
+  async loadWatches(id) {
+    let r;
+    try { r = await api("GET", `/api/workstreams/${id}/watches`); } catch (_) { return; }
+    if (id !== this.wsId) return;
+    this.watches.clear();
+    for (const w of r.watches) this.watches.set(w.watch_id, w);
+    this.renderWatches();
+  }
+
+  watchChanged(w) {
+    if (w.state === "active") this.watches.set(w.watch_id, w);
+    else this.watches.delete(w.watch_id);
+    this.renderWatches();
+  }
+
+  renderWatches() {
+    const box = $(".watches", this.el);
+    box.textContent = "";
+    box.classList.toggle("hidden", this.watches.size === 0);
+    for (const w of this.watches.values()) {
+      const chip = document.createElement("span");
+      chip.className = "chip watch";
+      chip.dataset.watchId = w.watch_id;
+      const next = w.next_poll ? ` · next ${new Date(w.next_poll).toLocaleTimeString()}` : "";
+      chip.textContent = `⏱ ${w.name} (${w.polls}/${w.max_polls}${next})`;
+      chip.title = `${w.command}\n${w.stop_on ? "until " + w.stop_on : "until its output changes"}`;
+      const x = document.createElement("button");
+      x.textContent = "×";
+      x.title = "Cancel this watch";
+      x.onclick = async () => {
+        try {
+          await api("POST", `/api/workstreams/${this.wsId}/watches/${w.watch_id}/cancel`);
+          this.watches.delete(w.watch_id);
+          this.renderWatches();
+        } catch (e) { this.info("Cancel failed: " + e.message, "error"); }
+      };
+      chip.append(x);
+      box.append(chip);
+    }
+  }
 
   // ---- sub-agents: their events nest in the box of the call that runs them ----
 

@@ -150,3 +150,91 @@ async fn a_sub_agent_streams_under_its_call_asks_through_the_parent_and_is_kept(
         .await;
     assert_eq!(s, 404);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_result_wakes_an_idle_workstream_over_sse() {
+    let srv = Server::start(
+        vec![
+            sse(openai::tool_call(
+                "w1",
+                "watch",
+                &[
+                    &json!({"action": "create", "name": "build", "command": "cat status.txt",
+                          "poll_every": "10s", "stop_on": "'green' in output"})
+                    .to_string(),
+                ],
+            )),
+            sse(openai::text(&["I will tell you when the build is green."])),
+            sse(openai::text(&["The build is green."])),
+        ],
+        "",
+        &["--skip-permissions"],
+    )
+    .await;
+    std::fs::write(srv.dir.path().join("ws/status.txt"), "green\n").unwrap();
+    let admin = srv.setup_admin().await;
+    let ws = srv.create(&admin, json!({})).await;
+    let mut ev = srv.send_and_finish(&admin, &ws, "watch the build").await;
+    // The scheduler polls the new watch at once; the condition holds, the
+    // result arrives and the idle workstream answers it by itself.
+    let notice = ev.until(30, |f| f.kind() == "system_turn").await;
+    assert_eq!(notice.data["source"], "watch");
+    assert_eq!(notice.data["meta"]["name"], "build");
+    assert!(
+        notice.data["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("Watch \"build\" fired after 1 poll(s)"),
+        "{}",
+        notice.data
+    );
+    let end = ev.turn_end().await;
+    assert_eq!(end.data["content"], "The build is green.");
+    let reqs = srv.llm.requests();
+    assert_eq!(reqs.len(), 3);
+    // The watch list shows it ended; history keeps the notice.
+    let (s, w) = srv
+        .call(
+            "GET",
+            &format!("/v1/api/workstreams/{ws}/watches?all=true"),
+            Some(&admin),
+            None,
+        )
+        .await;
+    assert_eq!(s, 200, "{w}");
+    assert_eq!(w["watches"][0]["state"], "fired");
+    let (_, active) = srv
+        .call(
+            "GET",
+            &format!("/v1/api/workstreams/{ws}/watches"),
+            Some(&admin),
+            None,
+        )
+        .await;
+    assert_eq!(active["watches"].as_array().unwrap().len(), 0);
+    let (_, h) = srv
+        .call(
+            "GET",
+            &format!("/v1/api/workstreams/{ws}/history"),
+            Some(&admin),
+            None,
+        )
+        .await;
+    assert!(
+        h["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["source"] == "watch"),
+        "{h}"
+    );
+    let (s, _) = srv
+        .call(
+            "POST",
+            &format!("/v1/api/workstreams/{ws}/watches/build/cancel"),
+            Some(&admin),
+            None,
+        )
+        .await;
+    assert_eq!(s, 404, "nothing active to cancel");
+}

@@ -171,6 +171,11 @@ pub fn api() -> axum::Router<AppState> {
         .route("/api/workstreams/{ws_id}/history", get(info::history))
         .route("/api/workstreams/{ws_id}/export", get(info::export))
         .route("/api/workstreams/{ws_id}/children", get(work::children))
+        .route("/api/workstreams/{ws_id}/watches", get(work::watches))
+        .route(
+            "/api/workstreams/{ws_id}/watches/{watch_id}/cancel",
+            post(work::cancel_watch),
+        )
         .route(
             "/api/workstreams/{ws_id}/events",
             get(sse::workstream_events),

@@ -43,7 +43,7 @@ impl Modify for Security {
         ws::create, ws::list, ws::detail, ws::send, ws::unsend, ws::approve, ws::cancel, ws::close,
         ws::open, ws::delete_ws, ws::title, ws::rewind, ws::retry, ws::command,
         info::models, skills::list, info::dashboard, info::saved, info::history, info::export,
-        work::children,
+        work::children, work::watches, work::cancel_watch,
         memories::list, memories::save, memories::search, memories::get_one, memories::remove,
         memories::get_named_search, memories::remove_named_search,
         sse::workstream_events, sse::global_events,

@@ -66,3 +66,60 @@ pub(crate) async fn children(
     }
     Ok(Json(ChildrenBody { ws_id, children }))
 }
+
+/// `GET /api/workstreams/{ws_id}/watches`.
+#[derive(Serialize, ToSchema)]
+pub(crate) struct WatchesBody {
+    /// The workstream.
+    pub ws_id: String,
+    /// Its watches (active ones unless `all`), oldest first.
+    pub watches: Vec<turnstone_protocol::WatchInfo>,
+}
+
+/// `?all=true` lists ended watches too.
+#[derive(serde::Deserialize, utoipa::IntoParams)]
+pub(crate) struct WatchesQuery {
+    /// Also the fired, expired and cancelled ones.
+    #[serde(default)]
+    pub all: bool,
+}
+
+#[utoipa::path(get, path = "/v1/api/workstreams/{ws_id}/watches", tag = "workstreams", summary = "The workstream's watches", params(("ws_id" = String, Path, description = "Workstream id (32 hex)"), WatchesQuery), responses((status = 200, description = "Its watches", body = WatchesBody), super::BadInput, Guarded, Missing))]
+pub(crate) async fn watches(
+    State(state): State<AppState>,
+    Extension(id): Extension<Identity>,
+    Path(ws_id): Path<String>,
+    axum::extract::Query(q): axum::extract::Query<WatchesQuery>,
+) -> Result<Json<WatchesBody>, ApiError> {
+    visible_row(&state, &id, &ws_id).await?;
+    let rows = state.db.list_watches(&ws_id, !q.all).await?;
+    Ok(Json(WatchesBody {
+        ws_id,
+        watches: rows.iter().map(turnstone_engine::watch::info).collect(),
+    }))
+}
+
+#[utoipa::path(post, path = "/v1/api/workstreams/{ws_id}/watches/{watch_id}/cancel", tag = "workstreams", summary = "Cancel an active watch (by id, id prefix or name)", params(("ws_id" = String, Path, description = "Workstream id (32 hex)"), ("watch_id" = String, Path, description = "Watch id, an id prefix, or its name")), responses((status = 200, description = "The cancelled watch", body = turnstone_protocol::WatchInfo), super::BadInput, Guarded, Missing))]
+pub(crate) async fn cancel_watch(
+    State(state): State<AppState>,
+    Extension(id): Extension<Identity>,
+    Path((ws_id, watch)): Path<(String, String)>,
+) -> Result<Json<turnstone_protocol::WatchInfo>, ApiError> {
+    visible_row(&state, &id, &ws_id).await?;
+    let w = state
+        .db
+        .cancel_watch(&ws_id, &watch)
+        .await?
+        .ok_or_else(|| ApiError::NotFound("no active watch of that id or name".into()))?;
+    let info = turnstone_engine::watch::info(&w);
+    if let Ok(n) = super::node(&state)
+        && let Some(ws) = n.mgr.get(&ws_id)
+    {
+        ws.core.emit(turnstone_protocol::Event::WatchChanged(
+            turnstone_protocol::WatchChanged {
+                watch: info.clone(),
+            },
+        ));
+    }
+    Ok(Json(info))
+}
