@@ -318,6 +318,27 @@ pub trait WatchStore: Send + Sync {
     async fn next_watch_due(&self, ws_ids: Option<&[String]>) -> Result<Option<String>>;
 }
 
+
+/// Notification targets of users and workstreams.
+#[async_trait]
+pub trait NotifyStore: Send + Sync {
+    /// Saves a target (replacing the one of that name in the same place).
+    async fn save_notify_target(&self, t: &NewNotifyTarget) -> Result<NotifyTarget>;
+    /// The targets of `user_id` (their own) and of `ws_id`, by name.
+    async fn list_notify_targets(
+        &self,
+        user_id: Option<&str>,
+        ws_id: Option<&str>,
+    ) -> Result<Vec<NotifyTarget>>;
+    /// Deletes a user's target (`ws_id` none) or a workstream's.
+    async fn delete_notify_target(
+        &self,
+        user_id: Option<&str>,
+        ws_id: Option<&str>,
+        name: &str,
+    ) -> Result<bool>;
+}
+
 /// Everything: what `Storage` hands out.
 pub trait Backend:
     WorkstreamStore
@@ -325,6 +346,7 @@ pub trait Backend:
     + MemoryStore
     + SkillStore
     + WatchStore
+    + NotifyStore
     + IdentityStore
     + PluginStore
     + OpsStore

@@ -9,6 +9,7 @@ use crate::ops::operations::impl_ops_store;
 use crate::ops::plugins::impl_plugin_store;
 use crate::ops::skills::impl_skill_store;
 use crate::ops::turns::impl_turn_store;
+use crate::ops::notify::impl_notify_store;
 use crate::ops::watches::impl_watch_store;
 use crate::ops::workstreams::impl_workstream_store;
 use crate::types::SearchFilter;
@@ -89,6 +90,7 @@ impl_skill_store!(PgStore, sqlx::Postgres);
 impl_ops_store!(PgStore, sqlx::Postgres);
 impl_attachment_store!(PgStore, sqlx::Postgres);
 impl_watch_store!(PgStore, sqlx::Postgres, " FOR UPDATE SKIP LOCKED");
+impl_notify_store!(PgStore, sqlx::Postgres);
 
 impl crate::backend::Backend for PgStore {
     fn backend_name(&self) -> &'static str {

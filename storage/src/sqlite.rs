@@ -9,6 +9,7 @@ use crate::ops::operations::impl_ops_store;
 use crate::ops::plugins::impl_plugin_store;
 use crate::ops::skills::impl_skill_store;
 use crate::ops::turns::impl_turn_store;
+use crate::ops::notify::impl_notify_store;
 use crate::ops::watches::impl_watch_store;
 use crate::ops::workstreams::impl_workstream_store;
 use crate::types::SearchFilter;
@@ -99,6 +100,7 @@ impl_skill_store!(SqliteStore, sqlx::Sqlite);
 impl_ops_store!(SqliteStore, sqlx::Sqlite);
 impl_attachment_store!(SqliteStore, sqlx::Sqlite);
 impl_watch_store!(SqliteStore, sqlx::Sqlite, "");
+impl_notify_store!(SqliteStore, sqlx::Sqlite);
 
 impl crate::backend::Backend for SqliteStore {
     fn backend_name(&self) -> &'static str {

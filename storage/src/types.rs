@@ -753,3 +753,49 @@ pub struct PollRecord {
     /// The text for the workstream (fired or expired).
     pub result: Option<String>,
 }
+
+/// A notification target to save: a user's (no `ws_id`) or a workstream's.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NewNotifyTarget {
+    /// Its owner.
+    pub user_id: Option<String>,
+    /// The workstream it belongs to (none: the user's, for every workstream).
+    pub ws_id: Option<String>,
+    /// Name, unique per user or workstream.
+    pub name: String,
+    /// `webhook` or `channel`.
+    pub kind: String,
+    /// Webhook URL.
+    pub url: Option<String>,
+    /// Secret name sent as a bearer token (webhooks).
+    pub secret: Option<String>,
+    /// Channel platform.
+    pub channel_type: Option<String>,
+    /// Channel or user id on it.
+    pub channel_id: Option<String>,
+}
+
+/// A stored notification target.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NotifyTarget {
+    /// Id.
+    pub target_id: String,
+    /// Its owner.
+    pub user_id: Option<String>,
+    /// Its workstream (none: the user's).
+    pub ws_id: Option<String>,
+    /// Name.
+    pub name: String,
+    /// `webhook` or `channel`.
+    pub kind: String,
+    /// Webhook URL.
+    pub url: Option<String>,
+    /// Secret name.
+    pub secret: Option<String>,
+    /// Channel platform.
+    pub channel_type: Option<String>,
+    /// Channel id.
+    pub channel_id: Option<String>,
+    /// Created.
+    pub created: String,
+}

@@ -1,5 +1,6 @@
 //! Watches on both backends: limits, claims that never overlap between
-//! nodes, fenced poll records, cancel, and results kept until delivered.
+//! nodes, fenced poll records, cancel, and results kept until delivered;
+//! notification targets.
 
 mod common;
 
@@ -13,6 +14,7 @@ both_backends!(
     a_claim_is_one_nodes_until_it_lapses_and_polls_are_fenced,
     two_nodes_claiming_at_once_never_share_a_watch,
     ended_watches_wait_for_delivery_and_cancel_needs_none,
+    notify_targets_belong_to_a_user_or_a_workstream,
 );
 
 fn new_watch(ws: &str, name: &str) -> NewWatch {
@@ -269,4 +271,51 @@ async fn ended_watches_wait_for_delivery_and_cancel_needs_none(h: Harness) {
     // Deleting the workstream deletes its watches.
     db.delete_workstream(&ws).await.unwrap();
     assert!(db.get_watch(&fired.watch_id).await.unwrap().is_none());
+}
+
+async fn notify_targets_belong_to_a_user_or_a_workstream(h: Harness) {
+    let db = &h.db;
+    let ws = published(db, None).await;
+    let hook = |user: Option<&str>, ws: Option<&str>, name: &str, url: &str| NewNotifyTarget {
+        user_id: user.map(str::to_string),
+        ws_id: ws.map(str::to_string),
+        name: name.into(),
+        kind: "webhook".into(),
+        url: Some(url.into()),
+        ..Default::default()
+    };
+    db.save_notify_target(&hook(Some("alice"), None, "ops", "https://a.example/1")).await.unwrap();
+    db.save_notify_target(&hook(Some("bob"), None, "ops", "https://b.example/1")).await.unwrap();
+    db.save_notify_target(&hook(Some("alice"), Some(&ws), "build", "https://a.example/ws")).await.unwrap();
+    // Saving again under the same name replaces it.
+    db.save_notify_target(&hook(Some("alice"), None, "ops", "https://a.example/2")).await.unwrap();
+    let mine = db.list_notify_targets(Some("alice"), Some(&ws)).await.unwrap();
+    let got: Vec<(&str, &str)> = mine
+        .iter()
+        .map(|t| (t.name.as_str(), t.url.as_deref().unwrap()))
+        .collect();
+    assert_eq!(got, [("build", "https://a.example/ws"), ("ops", "https://a.example/2")]);
+    let bobs = db.list_notify_targets(Some("bob"), None).await.unwrap();
+    assert_eq!(bobs.len(), 1);
+    assert_eq!(bobs[0].url.as_deref(), Some("https://b.example/1"));
+    for bad in [
+        hook(Some("a"), None, "bad name", "https://x"),
+        hook(Some("a"), None, "x", "ftp://x"),
+        NewNotifyTarget {
+            kind: "channel".into(),
+            ..hook(Some("a"), None, "c", "https://x")
+        },
+        hook(None, None, "x", "https://x"),
+    ] {
+        assert!(matches!(
+            db.save_notify_target(&bad).await,
+            Err(StorageError::InvalidInput(_))
+        ));
+    }
+    assert!(db.delete_notify_target(Some("alice"), None, "ops").await.unwrap());
+    assert!(!db.delete_notify_target(Some("alice"), None, "ops").await.unwrap());
+    assert!(!db.delete_notify_target(Some("bob"), None, "build").await.unwrap());
+    // A workstream's targets go with it.
+    db.delete_workstream(&ws).await.unwrap();
+    assert!(db.list_notify_targets(Some("alice"), Some(&ws)).await.unwrap().is_empty());
 }

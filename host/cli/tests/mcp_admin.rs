@@ -33,7 +33,9 @@ async fn an_mcp_server_created_on_one_node_connects_on_another_and_disable_hides
     let a = Server::start_with(vec![], "", &[], opts.clone()).await;
     let b = Server::start_with(
         vec![sse(openai::text(&["one"])), sse(openai::text(&["two"]))],
-        "",
+        // Every MCP tool is listed (never deferred behind tool_search, which
+        // the built-in tools alone would otherwise switch on).
+        "[tools]\nsearch = \"off\"\n",
         &[],
         opts,
     )

@@ -219,6 +219,14 @@ impl Capabilities {
             (CapabilityKind::Secret, &self.secrets),
         ] {
             for name in list {
+                // A manifest may ask for whatever secrets the operator
+                // grants by name (`<configured>`, like hosts); a grant names them.
+                if kind == CapabilityKind::Secret
+                    && allow_configured
+                    && name == HostRule::CONFIGURED_SPELLING
+                {
+                    continue;
+                }
                 let ok = !name.is_empty()
                     && name.len() <= 256
                     && name
@@ -565,7 +573,11 @@ impl EffectiveCapabilities {
             CapabilityKind::Http => self.requests_host(value),
             CapabilityKind::Exec => self.requested.exec.iter().any(|e| e == value),
             CapabilityKind::Env => self.requested.env.iter().any(|e| e == value),
-            CapabilityKind::Secret => self.requested.secrets.iter().any(|e| e == value),
+            CapabilityKind::Secret => self
+                .requested
+                .secrets
+                .iter()
+                .any(|e| e == value || e == HostRule::CONFIGURED_SPELLING),
             // Their callers write their own hint (or none applies).
             CapabilityKind::Filesystem
             | CapabilityKind::Model
@@ -694,7 +706,13 @@ impl EffectiveCapabilities {
     /// Checks referencing the secret `name`.
     pub fn check_secret(&self, name: &str) -> Result<(), Denial> {
         let ok = |list: &[String]| list.iter().any(|p| p == name);
-        if ok(&self.requested.secrets) && ok(&self.granted.secrets) {
+        let requested = ok(&self.requested.secrets)
+            || self
+                .requested
+                .secrets
+                .iter()
+                .any(|s| s == HostRule::CONFIGURED_SPELLING);
+        if requested && ok(&self.granted.secrets) {
             Ok(())
         } else {
             Err(self.denial(CapabilityKind::Secret, format!("secret {name}"), name))

@@ -29,6 +29,7 @@
 //! | `operations.rs`  | `impl_ops_store!`         | `OpsStore`         |
 //! | `attachments.rs` | `impl_attachment_store!`  | `AttachmentStore`  |
 //! | `watches.rs`     | `impl_watch_store!`       | `WatchStore`       |
+//! | `notify.rs`      | `impl_notify_store!`      | `NotifyStore`      |
 //!
 //! The one cross-domain dependency: forking a workstream copies its turns, so
 //! `impl_workstream_store!` calls the turn row helpers that `impl_turn_store!`
@@ -38,6 +39,7 @@ pub(crate) mod attachments;
 pub(crate) mod identity;
 pub(crate) mod memories;
 pub(crate) mod operations;
+pub(crate) mod notify;
 pub(crate) mod plugins;
 pub(crate) mod skills;
 pub(crate) mod turns;

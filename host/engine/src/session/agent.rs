@@ -472,6 +472,24 @@ impl SessionHost for SessionAgent {
         })
     }
 
+    fn notify_targets(
+        &self,
+    ) -> BoxFuture<'static, Result<Vec<turnstone_runtime::host::work::Target>, NotifyError>> {
+        self.notify_list()
+    }
+
+    fn notify_deliver(
+        &self,
+        target: String,
+        _notification: turnstone_runtime::host::work::Notification,
+    ) -> BoxFuture<'static, Result<String, NotifyError>> {
+        Box::pin(async move {
+            Err(NotifyError::Unavailable(format!(
+                "target {target:?} is a chat channel, and no channel adapter runs on this node yet"
+            )))
+        })
+    }
+
     fn watch_list(&self) -> BoxFuture<'static, Result<Vec<WitWatch>, WatchError>> {
         let target = self.watch_target();
         Box::pin(async move {
@@ -499,6 +517,43 @@ impl SessionHost for SessionAgent {
         })
     }
 }
+
+impl SessionAgent {
+    fn notify_list(
+        &self,
+    ) -> BoxFuture<'static, Result<Vec<turnstone_runtime::host::work::Target>, NotifyError>> {
+        use turnstone_runtime::host::work::{Target, TargetKind};
+        let db = self.db.clone();
+        let (user, ws) = (self.user_id.clone(), self.ws_id.clone());
+        Box::pin(async move {
+            let db = db.ok_or_else(|| {
+                NotifyError::Unavailable("this session keeps no notification targets".into())
+            })?;
+            let rows = db
+                .list_notify_targets(user.as_deref(), ws.as_deref())
+                .await
+                .map_err(|e| NotifyError::Unavailable(e.to_string()))?;
+            Ok(rows
+                .into_iter()
+                .map(|t| Target {
+                    scope: if t.ws_id.is_some() { "workstream" } else { "user" }.into(),
+                    kind: if t.kind == "channel" {
+                        TargetKind::Channel
+                    } else {
+                        TargetKind::Webhook
+                    },
+                    name: t.name,
+                    url: t.url,
+                    secret: t.secret,
+                    channel_type: t.channel_type,
+                    channel_id: t.channel_id,
+                })
+                .collect())
+        })
+    }
+}
+
+use turnstone_runtime::host::work::NotifyError;
 
 type WitWatch = turnstone_runtime::host::work::Watch;
 /// Where a session's watches live: the store, the workstream, the scheduler to wake.

@@ -103,6 +103,29 @@ fn filesystem_access_is_the_weaker_of_request_and_grant() {
 }
 
 #[test]
+fn configured_secrets_are_whatever_the_grant_names() {
+    let req = Capabilities {
+        secrets: vec![HostRule::CONFIGURED_SPELLING.into()],
+        ..Capabilities::default()
+    };
+    assert!(req.validate().is_err(), "a grant must name its secrets");
+    assert!(req.validate_with(true).is_ok());
+    let grant = Capabilities {
+        secrets: vec!["HOOK_TOKEN".into()],
+        ..Capabilities::default()
+    };
+    let (eff, _) = EffectiveCapabilities::new("notify", &req, &grant, None);
+    assert!(eff.check_secret("HOOK_TOKEN").is_ok());
+    let d = eff.check_secret("OPENAI_API_KEY").unwrap_err();
+    assert_eq!(
+        d.hint,
+        "grant it with [plugins.grants.notify] secrets = [\"OPENAI_API_KEY\"]"
+    );
+    let (none, _) = EffectiveCapabilities::new("notify", &req, &Capabilities::default(), None);
+    assert!(none.check_secret("HOOK_TOKEN").is_err(), "nothing without a grant");
+}
+
+#[test]
 fn configured_hosts_defer_to_the_concrete_grant() {
     let req = caps_http(&[HostRule::CONFIGURED_SPELLING]);
     assert!(req.validate().is_err(), "not allowed in grants");
