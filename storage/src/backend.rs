@@ -318,7 +318,6 @@ pub trait WatchStore: Send + Sync {
     async fn next_watch_due(&self, ws_ids: Option<&[String]>) -> Result<Option<String>>;
 }
 
-
 /// Notification targets of users and workstreams.
 #[async_trait]
 pub trait NotifyStore: Send + Sync {
@@ -339,6 +338,24 @@ pub trait NotifyStore: Send + Sync {
     ) -> Result<bool>;
 }
 
+/// Content shown in a workstream's preview pane.
+#[async_trait]
+pub trait PreviewStore: Send + Sync {
+    /// Stores a preview under the digest of its bytes (the same bytes in the
+    /// same workstream are one row; a second open updates its title). Fails
+    /// with `TooLarge` when the workstream's previews would pass
+    /// [`MAX_PREVIEW_BYTES_PER_WORKSTREAM`].
+    async fn save_preview(&self, p: &NewPreview) -> Result<PreviewInfo>;
+    /// One preview of `ws_id` with its bytes.
+    async fn get_preview(
+        &self,
+        ws_id: &str,
+        preview_id: &str,
+    ) -> Result<Option<(PreviewInfo, Vec<u8>)>>;
+    /// The previews of `ws_id`, oldest first, without their bytes.
+    async fn list_previews(&self, ws_id: &str) -> Result<Vec<PreviewInfo>>;
+}
+
 /// Everything: what `Storage` hands out.
 pub trait Backend:
     WorkstreamStore
@@ -347,6 +364,7 @@ pub trait Backend:
     + SkillStore
     + WatchStore
     + NotifyStore
+    + PreviewStore
     + IdentityStore
     + PluginStore
     + OpsStore

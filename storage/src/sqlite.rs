@@ -5,11 +5,12 @@ use crate::migrate::check_and_run;
 use crate::ops::attachments::impl_attachment_store;
 use crate::ops::identity::impl_identity_store;
 use crate::ops::memories::impl_memory_store;
+use crate::ops::notify::impl_notify_store;
 use crate::ops::operations::impl_ops_store;
 use crate::ops::plugins::impl_plugin_store;
+use crate::ops::previews::impl_preview_store;
 use crate::ops::skills::impl_skill_store;
 use crate::ops::turns::impl_turn_store;
-use crate::ops::notify::impl_notify_store;
 use crate::ops::watches::impl_watch_store;
 use crate::ops::workstreams::impl_workstream_store;
 use crate::types::SearchFilter;
@@ -101,6 +102,7 @@ impl_ops_store!(SqliteStore, sqlx::Sqlite);
 impl_attachment_store!(SqliteStore, sqlx::Sqlite);
 impl_watch_store!(SqliteStore, sqlx::Sqlite, "");
 impl_notify_store!(SqliteStore, sqlx::Sqlite);
+impl_preview_store!(SqliteStore, sqlx::Sqlite);
 
 impl crate::backend::Backend for SqliteStore {
     fn backend_name(&self) -> &'static str {

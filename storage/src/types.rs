@@ -799,3 +799,44 @@ pub struct NotifyTarget {
     /// Created.
     pub created: String,
 }
+
+/// Total bytes of previews one workstream keeps.
+pub const MAX_PREVIEW_BYTES_PER_WORKSTREAM: usize = 256 * 1024 * 1024;
+
+/// A preview to store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewPreview {
+    /// Its workstream.
+    pub ws_id: String,
+    /// `html`, `markdown`, `text`, `image`, `table` or `pdf`.
+    pub kind: String,
+    /// The pane's title.
+    pub title: String,
+    /// Media type of the bytes.
+    pub media_type: String,
+    /// The content.
+    pub content: Vec<u8>,
+    /// The tool call that opened it.
+    pub call_id: Option<String>,
+}
+
+/// A stored preview (without its bytes).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PreviewInfo {
+    /// Its workstream.
+    pub ws_id: String,
+    /// Digest of the bytes (32 hex).
+    pub preview_id: String,
+    /// Kind.
+    pub kind: String,
+    /// Title.
+    pub title: String,
+    /// Media type.
+    pub media_type: String,
+    /// Bytes.
+    pub size_bytes: i64,
+    /// The tool call that opened it last.
+    pub call_id: Option<String>,
+    /// When it was first stored.
+    pub created: String,
+}

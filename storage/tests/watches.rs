@@ -1,6 +1,6 @@
 //! Watches on both backends: limits, claims that never overlap between
 //! nodes, fenced poll records, cancel, and results kept until delivered;
-//! notification targets.
+//! notification targets; preview content.
 
 mod common;
 
@@ -15,6 +15,7 @@ both_backends!(
     two_nodes_claiming_at_once_never_share_a_watch,
     ended_watches_wait_for_delivery_and_cancel_needs_none,
     notify_targets_belong_to_a_user_or_a_workstream,
+    previews_are_content_addressed_capped_and_go_with_the_workstream,
 );
 
 fn new_watch(ws: &str, name: &str) -> NewWatch {
@@ -284,17 +285,39 @@ async fn notify_targets_belong_to_a_user_or_a_workstream(h: Harness) {
         url: Some(url.into()),
         ..Default::default()
     };
-    db.save_notify_target(&hook(Some("alice"), None, "ops", "https://a.example/1")).await.unwrap();
-    db.save_notify_target(&hook(Some("bob"), None, "ops", "https://b.example/1")).await.unwrap();
-    db.save_notify_target(&hook(Some("alice"), Some(&ws), "build", "https://a.example/ws")).await.unwrap();
+    db.save_notify_target(&hook(Some("alice"), None, "ops", "https://a.example/1"))
+        .await
+        .unwrap();
+    db.save_notify_target(&hook(Some("bob"), None, "ops", "https://b.example/1"))
+        .await
+        .unwrap();
+    db.save_notify_target(&hook(
+        Some("alice"),
+        Some(&ws),
+        "build",
+        "https://a.example/ws",
+    ))
+    .await
+    .unwrap();
     // Saving again under the same name replaces it.
-    db.save_notify_target(&hook(Some("alice"), None, "ops", "https://a.example/2")).await.unwrap();
-    let mine = db.list_notify_targets(Some("alice"), Some(&ws)).await.unwrap();
+    db.save_notify_target(&hook(Some("alice"), None, "ops", "https://a.example/2"))
+        .await
+        .unwrap();
+    let mine = db
+        .list_notify_targets(Some("alice"), Some(&ws))
+        .await
+        .unwrap();
     let got: Vec<(&str, &str)> = mine
         .iter()
         .map(|t| (t.name.as_str(), t.url.as_deref().unwrap()))
         .collect();
-    assert_eq!(got, [("build", "https://a.example/ws"), ("ops", "https://a.example/2")]);
+    assert_eq!(
+        got,
+        [
+            ("build", "https://a.example/ws"),
+            ("ops", "https://a.example/2")
+        ]
+    );
     let bobs = db.list_notify_targets(Some("bob"), None).await.unwrap();
     assert_eq!(bobs.len(), 1);
     assert_eq!(bobs[0].url.as_deref(), Some("https://b.example/1"));
@@ -312,10 +335,93 @@ async fn notify_targets_belong_to_a_user_or_a_workstream(h: Harness) {
             Err(StorageError::InvalidInput(_))
         ));
     }
-    assert!(db.delete_notify_target(Some("alice"), None, "ops").await.unwrap());
-    assert!(!db.delete_notify_target(Some("alice"), None, "ops").await.unwrap());
-    assert!(!db.delete_notify_target(Some("bob"), None, "build").await.unwrap());
+    assert!(
+        db.delete_notify_target(Some("alice"), None, "ops")
+            .await
+            .unwrap()
+    );
+    assert!(
+        !db.delete_notify_target(Some("alice"), None, "ops")
+            .await
+            .unwrap()
+    );
+    assert!(
+        !db.delete_notify_target(Some("bob"), None, "build")
+            .await
+            .unwrap()
+    );
     // A workstream's targets go with it.
     db.delete_workstream(&ws).await.unwrap();
-    assert!(db.list_notify_targets(Some("alice"), Some(&ws)).await.unwrap().is_empty());
+    assert!(
+        db.list_notify_targets(Some("alice"), Some(&ws))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+async fn previews_are_content_addressed_capped_and_go_with_the_workstream(h: Harness) {
+    let db = &h.db;
+    let ws = published(db, None).await;
+    let other = published(db, None).await;
+    let page = |ws: &str, title: &str, content: &[u8]| NewPreview {
+        ws_id: ws.into(),
+        kind: "html".into(),
+        title: title.into(),
+        media_type: "text/html".into(),
+        content: content.to_vec(),
+        call_id: Some("c1".into()),
+    };
+    let a = db
+        .save_preview(&page(&ws, "first", b"<p>a</p>"))
+        .await
+        .unwrap();
+    assert_eq!(a.preview_id.len(), 32);
+    assert_eq!(a.size_bytes, 8);
+    // The same bytes again are the same preview, retitled.
+    let again = db
+        .save_preview(&page(&ws, "second", b"<p>a</p>"))
+        .await
+        .unwrap();
+    assert_eq!(again.preview_id, a.preview_id);
+    assert_eq!(again.title, "second");
+    let b = db.save_preview(&page(&ws, "b", b"<p>b</p>")).await.unwrap();
+    assert_ne!(b.preview_id, a.preview_id);
+    let listed: Vec<String> = db
+        .list_previews(&ws)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|p| p.title)
+        .collect();
+    assert_eq!(listed.len(), 2);
+    assert!(listed.contains(&"second".to_string()) && listed.contains(&"b".to_string()));
+    let (info, bytes) = db.get_preview(&ws, &a.preview_id).await.unwrap().unwrap();
+    assert_eq!(
+        (info.title.as_str(), bytes.as_slice()),
+        ("second", b"<p>a</p>".as_slice())
+    );
+    // Another workstream does not see it, even by id.
+    assert!(
+        db.get_preview(&other, &a.preview_id)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(db.list_previews(&other).await.unwrap().is_empty());
+    // An unknown workstream is refused.
+    assert!(
+        db.save_preview(&page("0123456789abcdef0123456789abcdef", "x", b"x"))
+            .await
+            .is_err()
+    );
+    // The per-workstream total holds.
+    let big = vec![b'x'; MAX_PREVIEW_BYTES_PER_WORKSTREAM];
+    assert!(matches!(
+        db.save_preview(&page(&ws, "big", &big)).await,
+        Err(StorageError::TooLarge { .. })
+    ));
+    assert_eq!(db.list_previews(&ws).await.unwrap().len(), 2);
+    db.delete_workstream(&ws).await.unwrap();
+    assert!(db.get_preview(&ws, &b.preview_id).await.unwrap().is_none());
 }

@@ -234,6 +234,16 @@ fn default_cli_db() -> Option<PathBuf> {
         .map(|d| d.join("turnstone/turnstone.db"))
 }
 
+/// Where the terminal writes what `open_preview` shows (it has no pane):
+/// `$XDG_CACHE_HOME/turnstone/previews`, else `~/.cache/…`, else the temp dir.
+fn preview_dir() -> PathBuf {
+    std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir)
+        .join("turnstone/previews")
+}
+
 /// Where SQLite lives when nothing says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DbDefault {
@@ -392,6 +402,8 @@ impl App {
                 local: true,
                 task_budget: self.task_budget,
                 watch_wake: Some(self.watch_wake.clone()),
+                notify_after: self.loaded.config.notify.after(),
+                preview_dir: Some(preview_dir()),
             });
         Ok(if resume { s.resume().await? } else { s })
     }

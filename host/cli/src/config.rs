@@ -40,6 +40,9 @@ pub struct HostConfig {
     /// `[agents]`: what a sub-agent may spend.
     #[serde(default)]
     pub agents: AgentsConfig,
+    /// `[notify]`: completion notifications.
+    #[serde(default)]
+    pub notify: NotifyConfig,
     /// `[models.*]` and `[model]`.
     #[serde(flatten)]
     pub models: turnstone_engine::models::ModelsConfig,
@@ -114,6 +117,31 @@ impl AgentsConfig {
             max_model_calls: self.max_model_calls,
             max_tokens: self.max_tokens,
         })
+    }
+}
+
+/// `[notify]`: when a finished turn notifies the workstream's targets.
+#[derive(Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NotifyConfig {
+    /// A turn that ran at least this many seconds sends a completion
+    /// notification through the `notify` component (default 300; 0: never).
+    pub complete_after_secs: u64,
+}
+
+impl Default for NotifyConfig {
+    fn default() -> Self {
+        Self {
+            complete_after_secs: 300,
+        }
+    }
+}
+
+impl NotifyConfig {
+    /// The threshold, none when completion notifications are off.
+    pub fn after(&self) -> Option<std::time::Duration> {
+        (self.complete_after_secs > 0)
+            .then(|| std::time::Duration::from_secs(self.complete_after_secs))
     }
 }
 

@@ -68,6 +68,8 @@ pub struct Deps {
     pub titles: Titles,
     /// `[agents]`: what each sub-agent may spend.
     pub task_budget: turnstone_engine::session::Budget,
+    /// `[notify] complete_after_secs` (none: no completion notifications).
+    pub notify_after: Option<std::time::Duration>,
     /// Wakes the node's watch scheduler (none: watches are not available).
     pub watch_wake: Option<Arc<tokio::sync::Notify>>,
 }
@@ -424,6 +426,9 @@ impl Manager {
                 local: false,
                 task_budget: self.deps.task_budget,
                 watch_wake: self.deps.watch_wake.clone(),
+                notify_after: self.deps.notify_after,
+                // Served at their URL to the browser's pane.
+                preview_dir: None,
             });
         let session = if self.deps.titles.enabled {
             let binding = self.deps.titles.model.as_deref().and_then(|m| {

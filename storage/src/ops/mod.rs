@@ -30,6 +30,7 @@
 //! | `attachments.rs` | `impl_attachment_store!`  | `AttachmentStore`  |
 //! | `watches.rs`     | `impl_watch_store!`       | `WatchStore`       |
 //! | `notify.rs`      | `impl_notify_store!`      | `NotifyStore`      |
+//! | `previews.rs`    | `impl_preview_store!`     | `PreviewStore`     |
 //!
 //! The one cross-domain dependency: forking a workstream copies its turns, so
 //! `impl_workstream_store!` calls the turn row helpers that `impl_turn_store!`
@@ -38,9 +39,10 @@
 pub(crate) mod attachments;
 pub(crate) mod identity;
 pub(crate) mod memories;
-pub(crate) mod operations;
 pub(crate) mod notify;
+pub(crate) mod operations;
 pub(crate) mod plugins;
+pub(crate) mod previews;
 pub(crate) mod skills;
 pub(crate) mod turns;
 pub(crate) mod watches;

@@ -88,9 +88,13 @@ fn post(target: &Target, body: &str) -> Result<u16, String> {
             }
             Ok(r) => last = format!("the webhook answered HTTP {}", r.status),
             // A denied host or secret will not change on retry either.
-            Err(e @ HttpError::Denied(_)) | Err(e @ HttpError::InvalidUrl(_)) => {
-                return Err(e.to_string());
+            Err(HttpError::Denied(e)) => {
+                return Err(format!(
+                    "{} (a webhook on a private host, or one that gets a secret, must be granted to the notify plugin by name)",
+                    turnstone_plugin_sdk::describe_denial(&e)
+                ));
             }
+            Err(e @ HttpError::InvalidUrl(_)) => return Err(e.to_string()),
             Err(e) => last = e.to_string(),
         }
     }

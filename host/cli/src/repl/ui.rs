@@ -294,6 +294,11 @@ impl WsUi {
                     );
                     self.emit(out);
                 }
+                Event::Preview(p) => {
+                    let line = format!("◆ preview ({}): {} → {}", p.kind, p.title, p.url);
+                    let out = vec![self.colored("36", &line)];
+                    self.emit(out);
+                }
                 Event::AgentEvent(a) => {
                     let lines = self.agent_lines(&a, 1);
                     self.emit(lines);

@@ -40,6 +40,12 @@ pub struct AgentContext {
     /// Wakes the node's watch scheduler when a watch is created (none:
     /// watches are not available).
     pub watch_wake: Option<Arc<tokio::sync::Notify>>,
+    /// A turn that ran at least this long sends a completion notification
+    /// (`[notify] complete_after_secs`; none: never).
+    pub notify_after: Option<std::time::Duration>,
+    /// Where previews are written as files (the terminal, which has no
+    /// pane); none: they are served at their URL.
+    pub preview_dir: Option<PathBuf>,
 }
 
 /// One tool batch's view of the session.
@@ -490,6 +496,30 @@ impl SessionHost for SessionAgent {
         })
     }
 
+    fn preview_attachment(
+        &self,
+        id: String,
+    ) -> BoxFuture<
+        'static,
+        Result<
+            turnstone_runtime::host::work::AttachmentData,
+            turnstone_runtime::host::work::PreviewError,
+        >,
+    > {
+        self.attachment_for_preview(id)
+    }
+
+    fn preview_open(
+        &self,
+        call_id: String,
+        content: turnstone_runtime::host::work::Content,
+    ) -> BoxFuture<
+        'static,
+        Result<turnstone_runtime::host::work::Opened, turnstone_runtime::host::work::PreviewError>,
+    > {
+        self.open_preview(call_id, content)
+    }
+
     fn watch_list(&self) -> BoxFuture<'static, Result<Vec<WitWatch>, WatchError>> {
         let target = self.watch_target();
         Box::pin(async move {
@@ -536,7 +566,12 @@ impl SessionAgent {
             Ok(rows
                 .into_iter()
                 .map(|t| Target {
-                    scope: if t.ws_id.is_some() { "workstream" } else { "user" }.into(),
+                    scope: if t.ws_id.is_some() {
+                        "workstream"
+                    } else {
+                        "user"
+                    }
+                    .into(),
                     kind: if t.kind == "channel" {
                         TargetKind::Channel
                     } else {

@@ -8,6 +8,8 @@ mod compact;
 mod edit;
 mod mcp;
 mod model_access;
+mod notify;
+mod preview;
 mod prompt;
 mod queue;
 mod skill;
@@ -19,6 +21,7 @@ mod tools;
 pub use agent::{AgentContext, LOCAL_USER, save_skill};
 pub use binding::{DEFAULT_CONTEXT_WINDOW, ModelBinding, ReportedCapabilities, ServedWindow};
 pub use edit::{EditError, MODEL_ALIAS_KEY};
+pub use preview::{preview_cap, preview_url};
 pub use prompt::{MEMORY_INDEX_BUDGET, memory_index};
 pub use queue::{CancelHandle, MAX_QUEUED, MessageQueue, QueueFull};
 pub use skill::{ActiveSkill, SKILL_KEY, SkillChoice, SkillSlot};
@@ -460,7 +463,11 @@ impl ChatSession {
         source: Option<String>,
     ) -> Result<(), SessionError> {
         self.usage.tool_calls_this_turn = 0;
+        let started = std::time::Instant::now();
         let result = self.send_inner(input, extra, source).await;
+        if result.is_ok() {
+            self.notify_completion(started.elapsed()).await;
+        }
         if let Err(e) = &result
             && !matches!(
                 e,

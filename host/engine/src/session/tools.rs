@@ -44,8 +44,8 @@ impl ToolOutputSink for ChunkForwarder {
 
 /// What a call sees of the session while it is prepared (no output is
 /// shown before the approval).
-struct Preparing {
-    session: Arc<dyn SessionHost>,
+pub(super) struct Preparing {
+    pub(super) session: Arc<dyn SessionHost>,
 }
 
 impl ToolOutputSink for Preparing {

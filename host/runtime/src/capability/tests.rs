@@ -122,7 +122,10 @@ fn configured_secrets_are_whatever_the_grant_names() {
         "grant it with [plugins.grants.notify] secrets = [\"OPENAI_API_KEY\"]"
     );
     let (none, _) = EffectiveCapabilities::new("notify", &req, &Capabilities::default(), None);
-    assert!(none.check_secret("HOOK_TOKEN").is_err(), "nothing without a grant");
+    assert!(
+        none.check_secret("HOOK_TOKEN").is_err(),
+        "nothing without a grant"
+    );
 }
 
 #[test]

@@ -98,6 +98,15 @@ impl WasiHttpHooks for EgressHooks {
         let decision = decision.and_then(|access| {
             for value in request.headers_mut().values_mut() {
                 let Ok(text) = value.to_str() else { continue };
+                // A secret goes only to a host the operator named: `<public>`
+                // lets a plugin reach any public host, and whoever chooses
+                // the URL (a user's webhook target, a fetched page's link)
+                // must not be able to receive the operator's secret.
+                if access == HttpAccess::PublicOnly && text.contains(SECRET_PREFIX) {
+                    return Err(format!(
+                        "a secret is sent only to a host granted by name; {host}:{port} is allowed only as a public host"
+                    ));
+                }
                 if let Some(new) = substitute(&plugin, self.call_secrets.as_ref(), text)? {
                     let mut v = HeaderValue::from_str(&new)
                         .map_err(|_| "secret is not a valid header value".to_string())?;

@@ -8,9 +8,11 @@ mod info_types;
 mod mcp_servers;
 mod mcp_types;
 mod memories;
+mod notify;
 mod openapi;
 mod plugins;
 mod plugins_types;
+mod previews;
 mod skills;
 mod sse;
 mod work;
@@ -175,6 +177,27 @@ pub fn api() -> axum::Router<AppState> {
         .route(
             "/api/workstreams/{ws_id}/watches/{watch_id}/cancel",
             post(work::cancel_watch),
+        )
+        .route("/api/workstreams/{ws_id}/previews", get(previews::list))
+        .route(
+            "/api/workstreams/{ws_id}/previews/{preview_id}",
+            get(previews::content),
+        )
+        .route(
+            "/api/workstreams/{ws_id}/notify-targets",
+            get(notify::ws_list).post(notify::ws_create),
+        )
+        .route(
+            "/api/workstreams/{ws_id}/notify-targets/{name}",
+            axum::routing::delete(notify::ws_delete),
+        )
+        .route(
+            "/api/notify-targets",
+            get(notify::list).post(notify::create),
+        )
+        .route(
+            "/api/notify-targets/{name}",
+            axum::routing::delete(notify::delete),
         )
         .route(
             "/api/workstreams/{ws_id}/events",

@@ -2,7 +2,10 @@
 //! and their request types, and `/docs`, a readable rendering of it served by
 //! the UI bundle (no CDN).
 
-use super::{attachments, auth, info, mcp_servers, memories, plugins, skills, sse, work, ws};
+use super::{
+    attachments, auth, info, mcp_servers, memories, notify, plugins, previews, skills, sse, work,
+    ws,
+};
 use crate::http::AppState;
 use axum::Json;
 use axum::extract::State;
@@ -44,6 +47,8 @@ impl Modify for Security {
         ws::open, ws::delete_ws, ws::title, ws::rewind, ws::retry, ws::command,
         info::models, skills::list, info::dashboard, info::saved, info::history, info::export,
         work::children, work::watches, work::cancel_watch,
+        previews::list, previews::content,
+        notify::list, notify::create, notify::delete, notify::ws_list, notify::ws_create, notify::ws_delete,
         memories::list, memories::save, memories::search, memories::get_one, memories::remove,
         memories::get_named_search, memories::remove_named_search,
         sse::workstream_events, sse::global_events,
