@@ -264,6 +264,7 @@ class Pane {
     this.tools = new Map();
     this.agents = new Map();
     this.watches = new Map();
+    this.preview = new PreviewPane(this.el);
     this.cur = null;
     this.el.addEventListener("mousedown", () => focusPane(state.panes.indexOf(this)));
     $(".pane-close", this.el).onclick = () => removePane(this);
@@ -336,6 +337,7 @@ class Pane {
     this.agents.clear();
     this.watches.clear();
     this.renderWatches();
+    this.preview.clear();
     this.cur = null;
     this.files = [];
     $(".pending-files", this.el).textContent = "";
@@ -367,6 +369,7 @@ class Pane {
     this.connect(h.handoff_token);
     this.linkTranscripts(id);
     this.loadWatches(id);
+    this.preview.load(id);
   }
 
   renderStored(m) {
@@ -421,6 +424,7 @@ class Pane {
       case "user_turn": this.addUser(e.content, e.attachments); break;
       case "system_turn": this.notice(e.source, e.content); break;
       case "watch_changed": this.watchChanged(e.watch); break;
+      case "preview": this.preview.show(e); break;
       case "thinking_start": this.cur = null; break;
       case "reasoning": this.assistant().reasoning(e.text, true); break;
       case "content": this.assistant().append(e.text); break;

@@ -163,3 +163,79 @@ async fn the_plugin_console_toggles_grants_and_installs_through_the_api() {
     assert_eq!(fx["grant_source"], "operator");
     assert_eq!(fx["granted"]["exec"], serde_json::json!(["python"]));
 }
+
+/// A 1×1 PNG.
+const DOT_PNG: &[u8] = b"\x89\x50\x4e\x47\x0d\x0a\x1a\x0a\x00\x00\x00\x0d\x49\x48\x44\x52\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00\x1f\x15\xc4\x89\x00\x00\x00\x0d\x49\x44\x41\x54\x78\xda\x63\xfc\xcf\xc0\x50\x0f\x00\x04\x85\x01\x80\x84\xa9\x8c\x21\x00\x00\x00\x00\x49\x45\x4e\x44\xae\x42\x60\x82";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_preview_pane_shows_every_kind_and_the_page_stays_sandboxed() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/browser");
+    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+    assert!(
+        Path::new(&chromium).exists(),
+        "headless Chromium needed at {chromium}"
+    );
+    let open = |id: &str, target: &str| {
+        sse(openai::tool_call(
+            id,
+            "open_preview",
+            &[&serde_json::json!({ "target": target }).to_string()],
+        ))
+    };
+    let srv = Server::start(
+        vec![
+            open("p1", "report.html"),
+            open("p2", "notes.md"),
+            open("p3", "numbers.csv"),
+            open("p4", "dot.png"),
+            open("p5", "paper.pdf"),
+            sse(openai::text(&["All five are open."])),
+        ],
+        "",
+        &[],
+    )
+    .await;
+    let ws = srv.dir.path().join("ws");
+    std::fs::write(
+        ws.join("report.html"),
+        "<!doctype html><html><head><title>Quarterly report</title></head><body>\
+         <h1>Hello preview</h1>\
+         <script>document.body.insertAdjacentHTML('beforeend','<p id=ran>ran</p>');\
+         parent.document.body.dataset.owned='1';fetch('/v1/api/auth/whoami');</script>\
+         <img src=\"http://203.0.113.9/beacon.png\"></body></html>",
+    )
+    .unwrap();
+    std::fs::write(ws.join("notes.md"), "## Findings\n\n- one\n- two\n").unwrap();
+    std::fs::write(
+        ws.join("numbers.csv"),
+        "name,score\ncarol,9\nbob,3\n\"al, jr\",5\n",
+    )
+    .unwrap();
+    std::fs::write(ws.join("dot.png"), DOT_PNG).unwrap();
+    std::fs::write(
+        ws.join("paper.pdf"),
+        "%PDF-1.4\n1 0 obj<</Type/Catalog/Pages 2 0 R>>endobj\n2 0 obj<</Type/Pages/Kids[]/Count 0>>endobj\ntrailer<</Root 1 0 R>>\n%%EOF\n",
+    )
+    .unwrap();
+    let out = tokio::task::spawn_blocking({
+        let base = srv.base.clone();
+        move || {
+            Command::new("node")
+                .arg("preview.mjs")
+                .arg(base)
+                .env("CHROMIUM", chromium)
+                .current_dir(dir)
+                .output()
+        }
+    })
+    .await
+    .unwrap()
+    .expect("node runs");
+    assert!(
+        out.status.success(),
+        "preview test failed:\n{}\n{}\nserver: {:?}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+        srv.stderr.lock().unwrap()
+    );
+}
