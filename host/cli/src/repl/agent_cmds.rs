@@ -1,6 +1,7 @@
 //! `/skill` and `/memory`: the skills catalogue and the memories this
 //! workstream can see, from the same stores the `skills` and `memory` tools
-//! use.
+//! use; `/watches` and `/agents`: the work this workstream scheduled and
+//! delegated.
 
 use super::Repl;
 use super::commands::MemoryCommand;
@@ -14,6 +15,72 @@ use turnstone_storage::types::{Memory, MemoryView};
 const LIST_LIMIT: i64 = 50;
 
 impl Repl {
+    /// `/watches [all]`.
+    pub(super) async fn watches_command(&mut self, all: bool) {
+        let ws_id = self.slots[self.fg].ws_id.clone();
+        let rows = if all {
+            self.app
+                .storage
+                .list_watches(&ws_id, false)
+                .await
+                .map_err(|e| e.to_string())
+        } else {
+            turnstone_engine::watch::list(&self.app.storage, &ws_id)
+                .await
+                .map_err(|e| e.to_string())
+        };
+        match rows {
+            Ok(rows) if rows.is_empty() => self.info("No watches here."),
+            Ok(rows) => {
+                let lines: Vec<String> = rows
+                    .iter()
+                    .map(|w| {
+                        format!(
+                            "{} · {} · every {}s · {}/{} polls · {}",
+                            w.name, w.state, w.interval_secs, w.poll_count, w.max_polls, w.command
+                        )
+                    })
+                    .collect();
+                self.console.print_lines(&lines);
+            }
+            Err(e) => self.error(&e),
+        }
+    }
+
+    /// `/watches cancel NAME`.
+    pub(super) async fn cancel_watch_command(&mut self, name: &str) {
+        let ws_id = self.slots[self.fg].ws_id.clone();
+        match turnstone_engine::watch::cancel(&self.app.storage, &ws_id, name).await {
+            Ok(w) => self.info(&format!("cancelled watch {}", w.name)),
+            Err(e) => self.error(&e.to_string()),
+        }
+    }
+
+    /// `/agents`: the sub-agents of this workstream.
+    pub(super) async fn agents_command(&mut self) {
+        let ws_id = self.slots[self.fg].ws_id.clone();
+        match self.app.storage.list_children(&ws_id).await {
+            Ok(rows) if rows.is_empty() => self.info("No sub-agents ran here."),
+            Ok(rows) => {
+                let lines: Vec<String> = rows
+                    .iter()
+                    .map(|r| {
+                        format!(
+                            "{} · {} · {} · {}",
+                            &r.ws_id[..8.min(r.ws_id.len())],
+                            r.state.as_str(),
+                            r.updated,
+                            r.name
+                        )
+                    })
+                    .collect();
+                self.console.print_lines(&lines);
+                self.info("/resume <id> opens a transcript");
+            }
+            Err(e) => self.error(&e.to_string()),
+        }
+    }
+
     /// `/skill …`: list, activate or drop.
     pub(super) async fn skill_command(&mut self, arg: &str) {
         match parse_command(arg) {

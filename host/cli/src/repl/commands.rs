@@ -33,6 +33,12 @@ pub enum Command {
     Skill(String),
     /// `/memory [search Q | show NAME | forget NAME [SCOPE]]`.
     Memory(MemoryCommand),
+    /// `/watches [all]`: this workstream's watches.
+    Watches { all: bool },
+    /// `/watches cancel NAME`.
+    WatchCancel(String),
+    /// `/agents`: the sub-agents this workstream started.
+    Agents,
     /// `/exit`.
     Exit,
     /// `/ws list`.
@@ -83,6 +89,9 @@ Commands:
   /memory search <q>    search them
   /memory show <name>   one memory in full
   /memory forget <name> [scope]  delete one
+  /watches [all]        this workstream's active watches (all: ended ones too)
+  /watches cancel <x>   cancel a watch by name or id prefix
+  /agents               sub-agents this workstream started, with their transcripts' ids
   /ws list              workstreams in this terminal
   /ws new [name]        open a workstream and switch to it
   /ws <N>               switch to workstream N (background ones keep running)
@@ -146,11 +155,28 @@ pub fn parse(line: &str) -> Result<Option<Command>, String> {
         },
         "skill" | "skills" => Command::Skill(arg.to_string()),
         "memory" | "memories" => Command::Memory(parse_memory(arg)?),
+        "watches" | "watch" => parse_watches(arg)?,
+        "agents" => Command::Agents,
         "exit" | "quit" | "q" => Command::Exit,
         "ws" => parse_ws(arg)?,
         other => return Err(format!("unknown command /{other} (try /help)")),
     };
     Ok(Some(cmd))
+}
+
+fn parse_watches(arg: &str) -> Result<Command, String> {
+    let (sub, rest) = arg.split_once(' ').unwrap_or((arg, ""));
+    Ok(match sub {
+        "" | "list" => Command::Watches { all: false },
+        "all" => Command::Watches { all: true },
+        "cancel" if !rest.trim().is_empty() => Command::WatchCancel(rest.trim().to_string()),
+        "cancel" => return Err("/watches cancel needs a watch name or id".into()),
+        other => {
+            return Err(format!(
+                "/watches takes nothing, `all` or `cancel <name>`, not {other:?}"
+            ));
+        }
+    })
 }
 
 fn parse_memory(arg: &str) -> Result<MemoryCommand, String> {
@@ -278,5 +304,20 @@ mod tests {
         );
         assert!(parse("/memory show").unwrap_err().contains("needs a name"));
         assert!(parse("/memory wipe").unwrap_err().contains("forget"));
+        assert_eq!(
+            parse("/watches").unwrap(),
+            Some(Command::Watches { all: false })
+        );
+        assert_eq!(
+            parse("/watches all").unwrap(),
+            Some(Command::Watches { all: true })
+        );
+        assert_eq!(
+            parse("/watches cancel ci build").unwrap(),
+            Some(Command::WatchCancel("ci build".into()))
+        );
+        assert!(parse("/watches cancel").unwrap_err().contains("needs"));
+        assert!(parse("/watches stop").unwrap_err().contains("cancel"));
+        assert_eq!(parse("/agents").unwrap(), Some(Command::Agents));
     }
 }

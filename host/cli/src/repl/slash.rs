@@ -28,6 +28,9 @@ impl Repl {
             Command::Exit => self.exit = true,
             Command::Skill(arg) => self.skill_command(&arg).await,
             Command::Memory(m) => self.memory_command(m).await,
+            Command::Watches { all } => self.watches_command(all).await,
+            Command::WatchCancel(name) => self.cancel_watch_command(&name).await,
+            Command::Agents => self.agents_command().await,
             Command::Clear => {
                 if !self.refuse_if_busy("/clear") {
                     match self.slots[self.fg].submit(Op::Clear).await {
