@@ -392,7 +392,7 @@ async fn notify_targets_are_checked_and_kept_per_user_and_workstream() {
     assert_eq!(v["scope"], "user");
     assert_eq!(v["secret"], "HOOK_TOKEN");
     for (bad, why) in [
-        (json!({"name": "x", "kind": "webhook"}), "needs url"),
+        (json!({"name": "x", "kind": "webhook"}), "url"),
         (
             json!({"name": "x", "kind": "webhook", "url": "ftp://h/x"}),
             "http or https",

@@ -14,37 +14,42 @@ use serde::{Deserialize, Serialize};
 use turnstone_storage::types::{NewNotifyTarget, NotifyTarget};
 use utoipa::ToSchema;
 
-/// What a target is.
-#[derive(Clone, Copy, Deserialize, ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub(crate) enum TargetKind {
-    /// An HTTP POST of JSON (`title`, `message`, `workstream_id`, `source`).
-    Webhook,
-    /// A chat channel, delivered by a channel adapter on the node.
-    Channel,
-}
-
-/// `POST …/notify-targets`: a target, replacing the one of that name.
+/// `POST …/notify-targets`: a target, replacing the one of that name. The
+/// patterns are the whole check (a URL that matches but does not parse, such
+/// as a numeric host out of range, fails when it is delivered to). Fields a
+/// kind does not take are ignored.
 #[derive(Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct TargetBody {
-    /// 1-64 letters, digits, `-`, `_` or `.`.
-    name: String,
-    /// `webhook` or `channel`.
-    kind: TargetKind,
-    /// Webhook URL (http or https).
-    #[serde(default)]
-    url: Option<String>,
-    /// The name of a host secret sent as `Authorization: Bearer …` (granted
-    /// to the notify plugin by the operator; never its value).
-    #[serde(default)]
-    secret: Option<String>,
-    /// Channel platform (`discord`, `slack`).
-    #[serde(default)]
-    channel_type: Option<String>,
-    /// Channel or user id on that platform.
-    #[serde(default)]
-    channel_id: Option<String>,
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub(crate) enum TargetBody {
+    /// An HTTP POST of JSON (`title`, `message`, `workstream_id`, `source`).
+    Webhook {
+        /// 1-64 letters, digits, `-`, `_` or `.`.
+        #[schema(pattern = "^[A-Za-z0-9_.-]{1,64}$")]
+        name: String,
+        /// http(s) URL; no credentials (name a secret instead).
+        #[schema(
+            pattern = "^https?://[A-Za-z0-9][A-Za-z0-9._-]*(:[0-9]{1,5})?(/[!-~]*)?$",
+            max_length = 2048
+        )]
+        url: String,
+        /// The name of a host secret sent as `Authorization: Bearer …`
+        /// (granted to the notify plugin by the operator; never its value).
+        #[serde(default)]
+        #[schema(pattern = "^[A-Za-z0-9_.-]{1,128}$")]
+        secret: Option<String>,
+    },
+    /// A chat channel, delivered by a channel adapter on the node.
+    Channel {
+        /// 1-64 letters, digits, `-`, `_` or `.`.
+        #[schema(pattern = "^[A-Za-z0-9_.-]{1,64}$")]
+        name: String,
+        /// Channel platform (`discord`, `slack`).
+        #[schema(pattern = "^[A-Za-z0-9_.:-]{1,128}$")]
+        channel_type: String,
+        /// Channel or user id on that platform.
+        #[schema(pattern = "^[A-Za-z0-9_.:-]{1,128}$")]
+        channel_id: String,
+    },
 }
 
 /// A stored target.
@@ -97,64 +102,106 @@ pub(crate) struct TargetsBody {
     targets: Vec<TargetView>,
 }
 
+/// Whether every character of `s` (1 to `max` of them) is allowed by `ok`.
+fn chars_ok(s: &str, max: usize, ok: impl Fn(char) -> bool) -> bool {
+    (1..=max).contains(&s.len()) && s.chars().all(ok)
+}
+
+fn name_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || "_.-".contains(c)
+}
+
+/// The webhook URL pattern of [`TargetBody`], checked by hand.
+fn webhook_url_ok(url: &str) -> bool {
+    let Some(rest) = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"))
+    else {
+        return false;
+    };
+    if url.len() > 2048 {
+        return false;
+    }
+    let (authority, path) = rest.find('/').map_or((rest, ""), |i| rest.split_at(i));
+    let (host, port) = match authority.split_once(':') {
+        Some((h, p)) => (h, Some(p)),
+        None => (authority, None),
+    };
+    let host_ok = host
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphanumeric())
+        && host
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c));
+    let port_ok = port.is_none_or(|p| chars_ok(p, 5, |c| c.is_ascii_digit()));
+    let path_ok = path.chars().all(|c| ('!'..='~').contains(&c));
+    host_ok && port_ok && path_ok
+}
+
 fn new_target(
     b: TargetBody,
     user_id: &str,
     ws_id: Option<String>,
 ) -> Result<NewNotifyTarget, ApiError> {
-    let blank = |v: Option<String>| v.filter(|s| !s.trim().is_empty());
-    let (kind, url, secret, channel_type, channel_id) = match b.kind {
-        TargetKind::Webhook => {
-            if b.channel_type.is_some() || b.channel_id.is_some() {
+    let bad_name = |n: &str| {
+        bad_request(format!(
+            "target name {n:?} must be 1-64 letters, digits, '-', '_' or '.'"
+        ))
+    };
+    Ok(match b {
+        TargetBody::Webhook { name, url, secret } => {
+            if !chars_ok(&name, 64, name_char) {
+                return Err(bad_name(&name));
+            }
+            if !webhook_url_ok(&url) {
                 return Err(bad_request(
-                    "a webhook target takes url and secret, not channel_type or channel_id",
+                    "url must be an http or https URL with a host and no credentials (name a host secret in `secret` instead)",
                 ));
             }
-            let url = blank(b.url).ok_or_else(|| bad_request("a webhook target needs url"))?;
-            let parsed =
-                url::Url::parse(&url).map_err(|e| bad_request(format!("url is not a URL: {e}")))?;
-            if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
-                return Err(bad_request("url must be an http or https URL with a host"));
-            }
-            if !parsed.username().is_empty() || parsed.password().is_some() {
-                return Err(bad_request(
-                    "url must not carry credentials; name a host secret in `secret` instead",
-                ));
-            }
-            let secret = blank(b.secret);
             if let Some(s) = &secret
-                && !s
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
+                && !chars_ok(s, 128, name_char)
             {
                 return Err(bad_request(
-                    "secret is the name of a host secret (letters, digits, '_', '-', '.')",
+                    "secret is the name of a host secret (1-128 letters, digits, '_', '-', '.')",
                 ));
             }
-            ("webhook", Some(url), secret, None, None)
+            NewNotifyTarget {
+                user_id: Some(user_id.to_string()),
+                ws_id,
+                name,
+                kind: "webhook".into(),
+                url: Some(url),
+                secret,
+                channel_type: None,
+                channel_id: None,
+            }
         }
-        TargetKind::Channel => {
-            if b.url.is_some() || b.secret.is_some() {
+        TargetBody::Channel {
+            name,
+            channel_type,
+            channel_id,
+        } => {
+            if !chars_ok(&name, 64, name_char) {
+                return Err(bad_name(&name));
+            }
+            let id_char = |c: char| name_char(c) || c == ':';
+            if !chars_ok(&channel_type, 128, id_char) || !chars_ok(&channel_id, 128, id_char) {
                 return Err(bad_request(
-                    "a channel target takes channel_type and channel_id, not url or secret",
+                    "channel_type and channel_id are 1-128 letters, digits, '_', '-', '.' or ':'",
                 ));
             }
-            let ty = blank(b.channel_type)
-                .ok_or_else(|| bad_request("a channel target needs channel_type"))?;
-            let id = blank(b.channel_id)
-                .ok_or_else(|| bad_request("a channel target needs channel_id"))?;
-            ("channel", None, None, Some(ty), Some(id))
+            NewNotifyTarget {
+                user_id: Some(user_id.to_string()),
+                ws_id,
+                name,
+                kind: "channel".into(),
+                url: None,
+                secret: None,
+                channel_type: Some(channel_type),
+                channel_id: Some(channel_id),
+            }
         }
-    };
-    Ok(NewNotifyTarget {
-        user_id: Some(user_id.to_string()),
-        ws_id,
-        name: b.name,
-        kind: kind.into(),
-        url,
-        secret,
-        channel_type,
-        channel_id,
     })
 }
 
@@ -255,5 +302,34 @@ pub(crate) async fn ws_delete(
         Err(ApiError::NotFound(format!(
             "no notification target named {name:?}"
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::webhook_url_ok;
+
+    #[test]
+    fn webhook_urls_follow_the_documented_pattern() {
+        for ok in [
+            "https://hooks.example.com/t/1?x=y",
+            "http://10.0.0.5:8080",
+            "http://a_b-c.d/",
+        ] {
+            assert!(webhook_url_ok(ok), "{ok}");
+        }
+        for bad in [
+            "ftp://h/x",
+            "https://u:p@h/x",
+            "https://",
+            "https://-a/",
+            "https://h:123456/",
+            "https://h:/",
+            "https://h/a b",
+            "https://[::1]/",
+            "HTTPS://h/",
+        ] {
+            assert!(!webhook_url_ok(bad), "{bad}");
+        }
     }
 }

@@ -78,6 +78,7 @@ pub(crate) struct WatchesBody {
 
 /// `?all=true` lists ended watches too.
 #[derive(serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct WatchesQuery {
     /// Also the fired, expired and cancelled ones.
     #[serde(default)]
