@@ -52,6 +52,11 @@ fn target(raw: &str) -> Result<Target, ToolError> {
     }
     let lower = raw.to_ascii_lowercase();
     if lower.starts_with("http://") || lower.starts_with("https://") {
+        // A URL parser reads `http:///x` as host `x`; refuse it instead.
+        let authority = raw.split_once("://").map_or("", |(_, r)| r);
+        if authority.starts_with(['/', '\\', '?', '#']) || authority.is_empty() {
+            return Err(ToolError::new(format!("{raw:?} has no host")));
+        }
         let u = url::Url::parse(raw)
             .map_err(|e| ToolError::new(format!("invalid URL {raw:?}: {e}")))?;
         if u.host_str().is_none_or(str::is_empty) {
