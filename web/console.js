@@ -175,6 +175,21 @@ function renderDetail(p, review) {
   LIST_KINDS.forEach(([kind, title]) => {
     const wanted = req[kind] || [];
     const have = got[kind] || [];
+    if (kind === "secrets") {
+      // A secret is a name or {name, hosts, header}: granting it grants the binding asked for.
+      wanted.filter((v) => secretName(v) !== "<configured>").forEach((v) => row(`${title}: ${secretLabel(v)}`,
+        check(kind, JSON.stringify(v), have.some((h) => secretName(h) === secretName(v)), secretLabel(v))));
+      const extra = have.filter((h) => !wanted.some((v) => secretName(v) === secretName(h)));
+      if (wanted.length || extra.length) {
+        const input = document.createElement("input");
+        input.className = "grant-extra";
+        input.dataset.kind = kind;
+        input.placeholder = "more secret names, comma-separated";
+        input.value = extra.map(secretName).join(", ");
+        row(`${title}: other secrets`, input);
+      }
+      return;
+    }
     wanted.forEach((v) => row(`${title}: ${v}`, check(kind, v, have.includes(v))));
     // Concrete values for requests like "<configured>" (e.g. a provider's model host).
     const extra = have.filter((v) => !wanted.includes(v));
@@ -227,6 +242,14 @@ function renderDetail(p, review) {
   el.append(actions);
 }
 
+function secretName(v) { return typeof v === "string" ? v : v.name; }
+function secretLabel(v) {
+  if (typeof v === "string") return v;
+  const hosts = v.hosts && v.hosts.length ? ` to ${v.hosts.join(", ")}` : "";
+  const header = v.header ? ` in ${[].concat(v.header).join(", ")}` : "";
+  return `${v.name}${hosts}${header}`;
+}
+
 function collectGrant(el) {
   const grant = { filesystem: [], http: [], exec: [], env: [], secrets: [] };
   el.querySelectorAll(".grants input[type=checkbox]:checked").forEach((b) => {
@@ -234,11 +257,13 @@ function collectGrant(el) {
     if (kind === "filesystem") grant.filesystem.push(JSON.parse(b.dataset.value));
     else if (FLAG_KINDS.some(([k]) => k === kind)) grant[kind] = true;
     else if (LEVEL_KINDS.some(([k]) => k === kind)) grant[kind] = b.dataset.value;
+    else if (kind === "secrets") grant.secrets.push(JSON.parse(b.dataset.value));
     else grant[kind].push(b.dataset.value);
   });
   el.querySelectorAll(".grant-extra").forEach((i) => {
+    const list = grant[i.dataset.kind];
     i.value.split(",").map((s) => s.trim()).filter(Boolean).forEach((v) => {
-      if (!grant[i.dataset.kind].includes(v)) grant[i.dataset.kind].push(v);
+      if (!list.some((have) => (i.dataset.kind === "secrets" ? secretName(have) : have) === v)) list.push(v);
     });
   });
   return grant;

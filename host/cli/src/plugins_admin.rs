@@ -9,7 +9,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use turnstone_runtime::capability::{Access, Capabilities, FsGrant};
+use turnstone_runtime::capability::{Access, Capabilities, FsGrant, SecretGrant};
 use turnstone_runtime::{Manifest, PluginEntry};
 use turnstone_server::plugins::{Actor, PluginStore, Subject, install_plugin, uninstall_plugin};
 use turnstone_storage::Storage;
@@ -29,8 +29,11 @@ pub struct CapFlags {
     /// Environment variable the plugin may set on children (repeatable).
     #[arg(long = "env", value_name = "NAME")]
     pub env: Vec<String>,
-    /// Host-held secret the plugin may reference (repeatable).
-    #[arg(long = "secret", value_name = "NAME")]
+    /// Host-held secret the plugin may reference (repeatable):
+    /// `NAME`, or `NAME@HOST[,HOST…]` to bind it to hosts, with `;HEADER`
+    /// to bind it to a header (default: `authorization`, or the header the
+    /// manifest asks for), e.g. `'GITHUB_TOKEN@api.github.com;authorization'`.
+    #[arg(long = "secret", value_name = "NAME[@HOSTS][;HEADER]")]
     pub secrets: Vec<String>,
     /// May ask the session's model for completions.
     #[arg(long = "model-access")]
@@ -59,6 +62,30 @@ pub struct CapFlags {
     /// May open content in its caller's preview pane.
     #[arg(long = "preview")]
     pub preview: bool,
+}
+
+/// Parses `--secret NAME[@HOST,…][;HEADER]` (validated with the rest of
+/// the grant).
+fn secret_flag(raw: &str) -> SecretGrant {
+    let (rest, header) = match raw.split_once(';') {
+        Some((r, h)) => (r, vec![h.trim().to_ascii_lowercase()]),
+        None => (raw, Vec::new()),
+    };
+    let (name, hosts) = match rest.split_once('@') {
+        Some((n, h)) => (
+            n,
+            h.split(',')
+                .map(|h| h.trim().to_string())
+                .filter(|h| !h.is_empty())
+                .collect(),
+        ),
+        None => (rest, Vec::new()),
+    };
+    SecretGrant {
+        name: name.trim().to_string(),
+        hosts,
+        headers: header,
+    }
 }
 
 fn access_flag(flag: &str, v: Option<&str>) -> Result<Option<Access>> {
@@ -92,7 +119,7 @@ impl CapFlags {
             http: self.http.clone(),
             exec: self.exec.clone(),
             env: self.env.clone(),
-            secrets: self.secrets.clone(),
+            secrets: self.secrets.iter().map(|s| secret_flag(s)).collect(),
             model: self.model_access,
             memory: access_flag("memory", self.memory.as_deref())?,
             history: self.history,
@@ -383,7 +410,10 @@ fn merge(grant: &mut Capabilities, add: Capabilities) {
     extend(&mut grant.http, add.http);
     extend(&mut grant.exec, add.exec);
     extend(&mut grant.env, add.env);
-    extend(&mut grant.secrets, add.secrets);
+    for s in add.secrets {
+        grant.secrets.retain(|g| g.name != s.name);
+        grant.secrets.push(s);
+    }
     grant.model |= add.model;
     grant.memory = grant.memory.max(add.memory);
     grant.history |= add.history;

@@ -4,7 +4,7 @@ use anyhow::{Result, bail};
 use serde_json::json;
 use std::io::{IsTerminal, Write};
 use std::sync::Arc;
-use turnstone_runtime::capability::Capabilities;
+use turnstone_runtime::capability::{Capabilities, SecretGrant};
 use turnstone_runtime::{CallContext, PluginEntry, PluginRegistry, PluginStatus, ToolOutputSink};
 
 /// One-line summary of a capability set.
@@ -16,13 +16,30 @@ pub fn caps_summary(c: &Capabilities) -> String {
     parts.extend(c.http.iter().map(|h| format!("http:{h}")));
     parts.extend(c.exec.iter().map(|e| format!("exec:{e}")));
     parts.extend(c.env.iter().map(|e| format!("env:{e}")));
-    parts.extend(c.secrets.iter().map(|s| format!("secret:{s}")));
+    parts.extend(
+        c.secrets
+            .iter()
+            .map(|s| format!("secret:{}", secret_summary(s))),
+    );
     parts.extend(flag_parts(c));
     if parts.is_empty() {
         "-".into()
     } else {
         parts.join(" ")
     }
+}
+
+/// `NAME`, or `NAME@host,host[header]` for a secret bound to hosts or headers.
+fn secret_summary(s: &SecretGrant) -> String {
+    let mut out = s.name.clone();
+    if !s.hosts.is_empty() {
+        out.push('@');
+        out.push_str(&s.hosts.join(","));
+    }
+    if !s.headers.is_empty() {
+        out.push_str(&format!("[{}]", s.headers.join(",")));
+    }
+    out
 }
 
 /// The capabilities that are a switch or a level: `model`, `memory:rw`,
@@ -65,11 +82,12 @@ pub fn caps_brief(c: &Capabilities) -> String {
         .iter()
         .map(|f| format!("fs:{}:{}", f.path, f.access.short()))
         .collect();
+    let secrets: Vec<String> = c.secrets.iter().map(|s| s.name.clone()).collect();
     for (kind, names) in [
         ("http", &c.http),
         ("exec", &c.exec),
         ("env", &c.env),
-        ("secret", &c.secrets),
+        ("secret", &secrets),
     ] {
         match names.len() {
             0 => {}

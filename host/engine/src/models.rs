@@ -7,7 +7,7 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use tokio::sync::Semaphore;
-use turnstone_runtime::Capabilities;
+use turnstone_runtime::{Capabilities, SecretGrant};
 
 /// `[models.<alias>]`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -454,7 +454,7 @@ impl ModelRegistry {
                 g.http.push(h);
             }
             if g.secrets.is_empty() {
-                g.secrets.push("api_key".into());
+                g.secrets.push(SecretGrant::named("api_key"));
             }
         }
         out
@@ -515,7 +515,7 @@ agent_model = "claude"
             ["generativelanguage.googleapis.com", "localhost:8000"]
         );
         assert_eq!(grants["anthropic"].http, ["api.anthropic.com"]);
-        assert_eq!(grants["anthropic"].secrets, ["api_key"]);
+        assert_eq!(grants["anthropic"].secrets, [SecretGrant::named("api_key")]);
     }
 
     #[test]

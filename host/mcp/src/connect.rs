@@ -203,7 +203,9 @@ pub async fn http(
         .custom_headers(headers)
         .max_json_response_size(64 << 20);
     if let Some(secret) = &spec.bearer_secret {
-        caps.check_secret(secret).map_err(|d| format!("{d}"))?;
+        let bare = host.trim_start_matches('[').trim_end_matches(']');
+        caps.check_secret_use(secret, "authorization", bare, port)
+            .map_err(|d| format!("{d}"))?;
         let value = env
             .secrets
             .secret(secret)

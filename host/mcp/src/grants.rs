@@ -11,7 +11,7 @@ use crate::config::{HttpSpec, StdioSpec, Transport};
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use turnstone_runtime::capability::{Denial, FsGrant};
+use turnstone_runtime::capability::{DEFAULT_SECRET_HEADER, Denial, FsGrant, SecretGrant};
 use turnstone_runtime::host::process::is_secret_name;
 use turnstone_runtime::{Access, Capabilities, EffectiveCapabilities, SecretSource};
 
@@ -62,7 +62,15 @@ pub fn requested(transport: &Transport, workspace: &Path) -> Capabilities {
             // A grant may name the host, or `<public>` (then every connection
             // is resolved and screened by the SSRF guard).
             http: vec![authority(url), "<public>".into()],
-            secrets: bearer_secret.iter().cloned().collect(),
+            // The bearer secret goes only to the server's own host.
+            secrets: bearer_secret
+                .iter()
+                .map(|name| SecretGrant {
+                    name: name.clone(),
+                    hosts: vec![authority(url)],
+                    headers: vec![DEFAULT_SECRET_HEADER.into()],
+                })
+                .collect(),
             ..Capabilities::default()
         },
     }
@@ -158,7 +166,10 @@ pub fn spawn_plan(
             out.insert(name.clone(), v);
         }
     }
-    for name in &caps.granted().secrets {
+    // A stdio server gets its secrets as environment variables (no header
+    // or host binding applies to a process's environment).
+    for grant in &caps.granted().secrets {
+        let name = &grant.name;
         caps.check_secret(name)?;
         if let Some(v) = secrets.secret(name) {
             out.insert(name.clone(), v.into());
@@ -263,7 +274,14 @@ mod tests {
         });
         let req = requested(&t, Path::new("/"));
         assert_eq!(req.http, ["127.0.0.1:8123", "<public>"]);
-        assert_eq!(req.secrets, ["TOK"]);
+        assert_eq!(req.secrets.len(), 1);
+        assert_eq!(req.secrets[0].name, "TOK");
+        assert_eq!(
+            req.secrets[0].hosts,
+            ["127.0.0.1:8123"],
+            "bound to the server"
+        );
+        assert_eq!(req.secrets[0].headers, ["authorization"]);
         let caps = effective("r", &req, &Capabilities::default());
         assert!(caps.check_http("127.0.0.1", 8123).is_err());
         let grant = effective_grant(None, Origin::Config, &req);
@@ -271,6 +289,18 @@ mod tests {
         assert_eq!(
             caps.check_http("127.0.0.1", 8123).unwrap(),
             turnstone_runtime::capability::HttpAccess::Granted
+        );
+        assert!(
+            caps.check_secret_use("TOK", "authorization", "127.0.0.1", 8123)
+                .is_ok()
+        );
+        assert!(
+            caps.check_secret_use("TOK", "authorization", "127.0.0.1", 8124)
+                .is_err()
+        );
+        assert!(
+            caps.check_secret_use("TOK", "x-leak", "127.0.0.1", 8123)
+                .is_err()
         );
         let public = Capabilities {
             http: vec!["<public>".into()],

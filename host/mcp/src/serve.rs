@@ -15,7 +15,9 @@ use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use turnstone_runtime::{CallContext, CallError, LivePlugins, ToolOutputSink, ToolSpec};
+use turnstone_runtime::{
+    CallContext, CallError, LivePlugins, SecretGrant, ToolOutputSink, ToolSpec,
+};
 
 /// Serves the tools of a live plugin set.
 #[derive(Clone)]
@@ -175,10 +177,12 @@ fn ungranted_hint(plugin: &turnstone_runtime::LoadedPlugin) -> Option<String> {
             .collect();
         missing.push(format!("filesystem = [{}]", list.join(", ")));
     }
+    let names = |list: &[SecretGrant]| list.iter().map(|s| s.name.clone()).collect::<Vec<_>>();
+    let (want_secrets, have_secrets) = (names(&req.secrets), names(&granted.secrets));
     for (key, want, have) in [
         ("http", &req.http, &granted.http),
         ("exec", &req.exec, &granted.exec),
-        ("secrets", &req.secrets, &granted.secrets),
+        ("secrets", &want_secrets, &have_secrets),
     ] {
         let absent: Vec<String> = want
             .iter()

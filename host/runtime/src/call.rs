@@ -188,9 +188,21 @@ impl LoadedPlugin {
             store.data_mut().session_id = Some(ctx.session_id.clone());
             store.data_mut().call_id = Some(ctx.call_id.clone());
             let inst = pre.instantiate_async(&mut *store).await?;
-            inst.turnstone_plugin_tool()
+            let mut result = inst
+                .turnstone_plugin_tool()
                 .call_execute(&mut *store, tool, arguments, ctx)
-                .await
+                .await?;
+            if result.is_error {
+                // The guest saw only "denied"; the model and the user get the
+                // host's reason and the grant that would allow it.
+                for reason in store.data_mut().take_egress_denials() {
+                    if !result.output.contains(&reason) {
+                        result.output.push_str("\n[host] ");
+                        result.output.push_str(&reason);
+                    }
+                }
+            }
+            Ok(result)
         })
         .await
     }

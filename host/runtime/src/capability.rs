@@ -63,9 +63,10 @@ pub struct Capabilities {
     /// Environment variable names the plugin may set on children.
     #[serde(default)]
     pub env: Vec<String>,
-    /// Names of host-held secrets the plugin may reference.
+    /// Host-held secrets the plugin may reference, each bound to the hosts
+    /// and headers its value may be sent in ([`SecretGrant`]).
     #[serde(default)]
-    pub secrets: Vec<String>,
+    pub secrets: Vec<SecretGrant>,
     /// May ask the calling session's model for a completion (`model` interface).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub model: bool,
@@ -187,6 +188,11 @@ pub enum CapabilityParseError {
         "filesystem grant {0:?} must be \"workspace\", \"workspace/<dir>\" or an absolute path without \"..\""
     )]
     BadPath(String),
+    /// A secret bound to `<public>`: a secret goes only to hosts named by name.
+    #[error(
+        "secret {0:?} cannot be sent to \"<public>\": name the hosts it may go to (hosts = [\"api.example.com\"])"
+    )]
+    PublicSecretHost(String),
     /// A program, variable or secret name that is empty or contains odd characters.
     #[error("{kind} name {name:?} is invalid")]
     BadName {
@@ -213,10 +219,14 @@ impl Capabilities {
         for g in &self.filesystem {
             parse_fs_path(&g.path)?;
         }
+        for s in &self.secrets {
+            s.validate(allow_configured)?;
+        }
+        let secret_names: Vec<String> = self.secrets.iter().map(|s| s.name.clone()).collect();
         for (kind, list) in [
             (CapabilityKind::Exec, &self.exec),
             (CapabilityKind::Env, &self.env),
-            (CapabilityKind::Secret, &self.secrets),
+            (CapabilityKind::Secret, &secret_names),
         ] {
             for name in list {
                 // A manifest may ask for whatever secrets the operator
@@ -486,6 +496,8 @@ pub struct EffectiveCapabilities {
     requested_http: Vec<HostRule>,
     /// `granted.http`, parsed once at construction.
     granted_http: Vec<HostRule>,
+    /// Where each effective secret may go.
+    secrets: Vec<SecretBinding>,
     dirs: Vec<ResolvedDir>,
 }
 
@@ -544,6 +556,11 @@ impl EffectiveCapabilities {
                 // can, and check_http would not consult it there anyway.
                 requested_http: parse_host_rules(&requested.http, true),
                 granted_http: parse_host_rules(&granted.http, false),
+                secrets: granted
+                    .secrets
+                    .iter()
+                    .filter_map(|g| SecretBinding::new(&requested.secrets, g))
+                    .collect(),
                 dirs,
             },
             skipped,
@@ -577,7 +594,7 @@ impl EffectiveCapabilities {
                 .requested
                 .secrets
                 .iter()
-                .any(|e| e == value || e == HostRule::CONFIGURED_SPELLING),
+                .any(|e| e.name == value || e.name == HostRule::CONFIGURED_SPELLING),
             // Their callers write their own hint (or none applies).
             CapabilityKind::Filesystem
             | CapabilityKind::Model
@@ -703,20 +720,78 @@ impl EffectiveCapabilities {
         }
     }
 
-    /// Checks referencing the secret `name`.
+    /// Checks referencing the secret `name` (obtaining its reference token).
     pub fn check_secret(&self, name: &str) -> Result<(), Denial> {
-        let ok = |list: &[String]| list.iter().any(|p| p == name);
-        let requested = ok(&self.requested.secrets)
-            || self
-                .requested
-                .secrets
-                .iter()
-                .any(|s| s == HostRule::CONFIGURED_SPELLING);
-        if requested && ok(&self.granted.secrets) {
+        if self.secrets.iter().any(|b| b.name == name) {
             Ok(())
         } else {
             Err(self.denial(CapabilityKind::Secret, format!("secret {name}"), name))
         }
+    }
+
+    /// Checks sending the secret `name` in the header `header` of a request
+    /// to `host:port`: the secret must be granted, the header one its binding
+    /// allows, and the host one both sides bind it to (a side without
+    /// `hosts` binds it to its named `http` hosts; `<public>` never counts).
+    pub fn check_secret_use(
+        &self,
+        name: &str,
+        header: &str,
+        host: &str,
+        port: u16,
+    ) -> Result<(), Denial> {
+        self.check_secret(name)?;
+        let Some(b) = self.secrets.iter().find(|b| b.name == name) else {
+            return Err(self.denial(CapabilityKind::Secret, format!("secret {name}"), name));
+        };
+        let header = header.to_ascii_lowercase();
+        let named = |rules: &[HostRule]| rules.iter().any(|r| r.matches(host, port));
+        let requested_ok = if b.requested_hosts.is_empty() {
+            named(&self.requested_http) || self.requested_http.contains(&HostRule::Configured)
+        } else {
+            named(&b.requested_hosts) || b.requested_hosts.contains(&HostRule::Configured)
+        };
+        let granted_ok = if b.granted_hosts.is_empty() {
+            named(&self.granted_http)
+        } else {
+            named(&b.granted_hosts)
+        };
+        if b.headers.contains(&header) && requested_ok && granted_ok {
+            return Ok(());
+        }
+        let target = if matches!(port, 80 | 443) {
+            host.to_string()
+        } else {
+            format!("{host}:{port}")
+        };
+        let allowed_hosts: Vec<String> = if b.granted_hosts.is_empty() {
+            self.granted_http
+                .iter()
+                .filter(|r| matches!(r, HostRule::Pattern(_)))
+                .map(ToString::to_string)
+                .collect()
+        } else {
+            b.granted_hosts.iter().map(ToString::to_string).collect()
+        };
+        Err(Denial {
+            plugin: self.plugin.clone(),
+            capability: CapabilityKind::Secret,
+            detail: format!("secret {name} in header {header} of a request to {host}:{port}"),
+            hint: format!(
+                "secret {name} may be sent only in {} to {}; to send it here, request and grant secrets = [{{ name = \"{name}\", hosts = [\"{target}\"], header = \"{header}\" }}] (plugin.toml [capabilities] and [plugins.grants.{}])",
+                if b.headers.is_empty() {
+                    "no header (the manifest and the grant name different headers)".to_string()
+                } else {
+                    b.headers.join(", ")
+                },
+                if allowed_hosts.is_empty() {
+                    "no host".to_string()
+                } else {
+                    allowed_hosts.join(", ")
+                },
+                self.plugin
+            ),
+        })
     }
 
     /// Checks that `path` (absolute) lies inside a granted directory with at least `need`.
@@ -753,5 +828,9 @@ fn parse_host_rules(raw: &[String], allow_configured: bool) -> Vec<HostRule> {
 }
 
 mod agent;
+mod secret;
 #[cfg(test)]
 mod tests;
+
+use secret::SecretBinding;
+pub use secret::{DEFAULT_SECRET_HEADER, SecretGrant};

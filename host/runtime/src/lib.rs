@@ -32,7 +32,7 @@ pub mod state;
 
 pub use cache::CompileSource;
 pub use call::{CallContext, Preview, ToolResult};
-pub use capability::{Access, Capabilities, EffectiveCapabilities, FsGrant};
+pub use capability::{Access, Capabilities, EffectiveCapabilities, FsGrant, SecretGrant};
 pub use error::{CallError, LoadError, RuntimeError, tool_error_text};
 pub use host::agent::SessionHost;
 pub use live::{LivePlugins, PluginSet};

@@ -164,6 +164,11 @@ impl HostState {
         self.hooks.call_secrets = Some(secrets);
     }
 
+    /// Why this call's HTTP requests were denied (see [`EgressHooks`]).
+    pub(crate) fn take_egress_denials(&mut self) -> Vec<String> {
+        self.hooks.take_denials()
+    }
+
     /// Whether the host has a value for `name` in this call (without revealing it).
     pub(crate) fn secret_available(&self, name: &str) -> bool {
         self.hooks

@@ -123,8 +123,14 @@ async fn ungranted_hosts_are_denied_before_any_connection() {
         .await
         .unwrap();
     assert!(raw.is_error);
-    // One "Error: " prefix, added by the SDK.
-    assert_eq!(raw.output, "Error: ErrorCode::HttpRequestDenied");
+    // One "Error: " prefix, added by the SDK; the host adds its reason.
+    let (guest, host) = raw.output.split_once("\n[host] ").unwrap();
+    assert_eq!(guest, "Error: ErrorCode::HttpRequestDenied");
+    assert!(
+        host.starts_with("http denied for plugin \"hostile\""),
+        "{host}"
+    );
+    assert!(host.contains("[plugins.grants.hostile] http = ["), "{host}");
     // A different name for the same address is a different (ungranted) host.
     let by_name = p
         .execute(
@@ -136,7 +142,13 @@ async fn ungranted_hosts_are_denied_before_any_connection() {
         )
         .await
         .unwrap();
-    assert_eq!(by_name.output, "Error: ErrorCode::HttpRequestDenied");
+    assert!(
+        by_name
+            .output
+            .starts_with("Error: ErrorCode::HttpRequestDenied\n[host] http denied"),
+        "{}",
+        by_name.output
+    );
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(
         srv.connections.load(Ordering::SeqCst),
@@ -232,4 +244,125 @@ async fn ungranted_secret_is_a_typed_denial() {
         r.output
     );
     assert_eq!(srv.connections.load(Ordering::SeqCst), 0);
+}
+
+/// Runs the hostile `fetch` with the secret in `header` (bearer when `None`).
+async fn fetch_with_secret(
+    p: &LoadedPlugin,
+    ws: &std::path::Path,
+    port: u16,
+    header: Option<&str>,
+) -> turnstone_runtime::ToolResult {
+    let url = format!("http://127.0.0.1:{port}/");
+    let mut args = serde_json::json!({ "url": url, "secret": "HOSTILE_TOKEN" });
+    if let Some(h) = header {
+        args["header"] = h.into();
+    }
+    p.execute("fetch", &args.to_string(), &ctx(ws), sink(), None)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_secret_goes_only_in_its_header_to_its_hosts() {
+    let (tx_a, rx_a) = mpsc::unbounded_channel();
+    let (tx_b, rx_b) = mpsc::unbounded_channel();
+    let mut a = server(rx_a).await;
+    let mut b = server(rx_b).await;
+    for _ in 0..3 {
+        let _ = tx_a.send(());
+        let _ = tx_b.send(());
+    }
+    let rt = runtime();
+    let (_t, ws) = workspace();
+    // Both hosts granted for HTTP; the secret bound to the first only.
+    let p = hostile(
+        &rt,
+        &format!(
+            "http = [\"127.0.0.1:{pa}\", \"127.0.0.1:{pb}\"]\n\
+             secrets = [{{ name = \"HOSTILE_TOKEN\", hosts = [\"127.0.0.1:{pa}\"], header = \"authorization\" }}]",
+            pa = a.port,
+            pb = b.port
+        ),
+    )
+    .await;
+
+    // The hostile case: the reference in a header of the plugin's choosing.
+    let r = fetch_with_secret(&p, &ws, a.port, Some("X-Leak")).await;
+    assert!(r.is_error, "{}", r.output);
+    assert!(r.output.contains("secret denied"), "{}", r.output);
+    assert!(r.output.contains("in header x-leak"), "{}", r.output);
+    assert!(
+        r.output.contains("may be sent only in authorization"),
+        "the hint says where it may go: {}",
+        r.output
+    );
+    assert_eq!(
+        a.connections.load(Ordering::SeqCst),
+        0,
+        "denied before connecting"
+    );
+
+    // The second granted host never sees it, in any header.
+    let r = fetch_with_secret(&p, &ws, b.port, None).await;
+    assert!(r.is_error, "{}", r.output);
+    assert!(r.output.contains("secret denied"), "{}", r.output);
+    assert_eq!(b.connections.load(Ordering::SeqCst), 0);
+
+    // The granted header to the granted host still works.
+    let r = fetch_with_secret(&p, &ws, a.port, None).await;
+    assert!(!r.is_error, "{}", r.output);
+    let head = a.heads.recv().await.unwrap().to_ascii_lowercase();
+    assert!(
+        head.contains("authorization: bearer s3cret-value"),
+        "{head}"
+    );
+    assert!(!head.contains("x-leak"), "{head}");
+
+    // The second host still answers requests without the secret.
+    let url = format!("http://127.0.0.1:{}/", b.port);
+    let r = p
+        .execute(
+            "fetch",
+            &serde_json::json!({ "url": url }).to_string(),
+            &ctx(&ws),
+            sink(),
+            None,
+        )
+        .await
+        .unwrap();
+    assert!(!r.is_error, "{}", r.output);
+    let head = b.heads.recv().await.unwrap().to_ascii_lowercase();
+    assert!(!head.contains("s3cret"), "{head}");
+}
+
+#[tokio::test]
+async fn a_bare_secret_grant_goes_only_in_authorization() {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let mut srv = server(rx).await;
+    for _ in 0..3 {
+        let _ = tx.send(());
+    }
+    let rt = runtime();
+    let (_t, ws) = workspace();
+    // The form configurations had before bindings existed.
+    let p = hostile(
+        &rt,
+        &format!(
+            "http = [\"127.0.0.1:{}\"]\nsecrets = [\"HOSTILE_TOKEN\"]",
+            srv.port
+        ),
+    )
+    .await;
+    let r = fetch_with_secret(&p, &ws, srv.port, Some("x-leak")).await;
+    assert!(
+        r.is_error && r.output.contains("secret denied"),
+        "{}",
+        r.output
+    );
+    assert_eq!(srv.connections.load(Ordering::SeqCst), 0);
+    let r = fetch_with_secret(&p, &ws, srv.port, Some("Authorization")).await;
+    assert!(!r.is_error, "{}", r.output);
+    let head = srv.heads.recv().await.unwrap().to_ascii_lowercase();
+    assert!(head.contains("authorization: s3cret-value"), "{head}");
 }

@@ -27,22 +27,44 @@ pub struct EgressHooks {
     /// Per-call secret values (e.g. the API key of the model alias in use);
     /// consulted before the plugin's own secret source.
     pub(crate) call_secrets: Option<Arc<dyn SecretSource>>,
+    /// Why requests of this call were denied: the guest only learns
+    /// `HttpRequestDenied`, so the host adds the reason (with its grant
+    /// hint) to a failed tool result.
+    denials: Vec<String>,
 }
+
+/// At most this many denial reasons are kept per call.
+const MAX_DENIALS: usize = 4;
 
 impl EgressHooks {
     pub(crate) fn new(plugin: Arc<PluginContext>) -> Self {
         Self {
             plugin,
             call_secrets: None,
+            denials: Vec::new(),
         }
+    }
+
+    /// The reasons requests of this call were denied, oldest first.
+    pub(crate) fn take_denials(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.denials)
     }
 }
 
-/// Replaces every secret token in `value`. Fails on an ungranted or unknown secret.
+/// Where a header value is going: the header's name and the request's host.
+struct Destination<'a> {
+    header: &'a str,
+    host: &'a str,
+    port: u16,
+}
+
+/// Replaces every secret token in `value`. Fails on an ungranted or unknown
+/// secret, and on one whose binding does not cover `to` (another header or host).
 fn substitute(
     plugin: &PluginContext,
     call_secrets: Option<&Arc<dyn SecretSource>>,
     value: &str,
+    to: &Destination<'_>,
 ) -> Result<Option<String>, String> {
     if !value.contains(SECRET_PREFIX) {
         return Ok(None);
@@ -56,7 +78,10 @@ fn substitute(
             .find(SECRET_SUFFIX)
             .ok_or_else(|| "unterminated secret reference".to_string())?;
         let name = &after[..end];
-        plugin.caps.check_secret(name).map_err(|d| d.to_string())?;
+        plugin
+            .caps
+            .check_secret_use(name, to.header, to.host, to.port)
+            .map_err(|d| d.to_string())?;
         let secret = call_secrets
             .and_then(|s| s.secret(name))
             .or_else(|| plugin.secrets.secret(name))
@@ -96,7 +121,7 @@ impl WasiHttpHooks for EgressHooks {
             .check_http(&host, port)
             .map_err(|d| d.to_string());
         let decision = decision.and_then(|access| {
-            for value in request.headers_mut().values_mut() {
+            for (name, value) in request.headers_mut().iter_mut() {
                 let Ok(text) = value.to_str() else { continue };
                 // A secret goes only to a host the operator named: `<public>`
                 // lets a plugin reach any public host, and whoever chooses
@@ -107,7 +132,12 @@ impl WasiHttpHooks for EgressHooks {
                         "a secret is sent only to a host granted by name; {host}:{port} is allowed only as a public host"
                     ));
                 }
-                if let Some(new) = substitute(&plugin, self.call_secrets.as_ref(), text)? {
+                let to = Destination {
+                    header: name.as_str(),
+                    host: &host,
+                    port,
+                };
+                if let Some(new) = substitute(&plugin, self.call_secrets.as_ref(), text, &to)? {
                     let mut v = HeaderValue::from_str(&new)
                         .map_err(|_| "secret is not a valid header value".to_string())?;
                     v.set_sensitive(true);
@@ -116,6 +146,12 @@ impl WasiHttpHooks for EgressHooks {
             }
             Ok(access)
         });
+        if let Err(reason) = &decision
+            && self.denials.len() < MAX_DENIALS
+            && !self.denials.contains(reason)
+        {
+            self.denials.push(reason.clone());
+        }
         Box::new(async move {
             let access = match decision {
                 Ok(a) => a,

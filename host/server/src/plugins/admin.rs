@@ -310,7 +310,13 @@ pub fn subtract(grant: &Capabilities, what: &Capabilities) -> Capabilities {
         http: keep(&grant.http, &what.http),
         exec: keep(&grant.exec, &what.exec),
         env: keep(&grant.env, &what.env),
-        secrets: keep(&grant.secrets, &what.secrets),
+        // A secret is revoked by name, whatever it is bound to.
+        secrets: grant
+            .secrets
+            .iter()
+            .filter(|s| !what.secrets.iter().any(|w| w.name == s.name))
+            .cloned()
+            .collect(),
         model: grant.model && !what.model,
         memory: grant.memory.filter(|_| what.memory.is_none()),
         history: grant.history && !what.history,

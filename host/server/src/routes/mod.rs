@@ -13,6 +13,7 @@ mod openapi;
 mod plugins;
 mod plugins_types;
 mod previews;
+mod secret_types;
 mod skills;
 mod sse;
 mod work;

@@ -2,11 +2,12 @@
 //! [`super::plugins`]): the handlers parse and answer with these, so the
 //! OpenAPI document is generated from what actually goes over the wire.
 
+use super::secret_types::{SecretIn, SecretOut};
 use crate::routes::ErrorBody;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use turnstone_runtime::reconcile::{Report, Shared};
-use turnstone_runtime::{Access, Capabilities, FsGrant, PluginEntry, PluginStatus};
+use turnstone_runtime::{Access, Capabilities, FsGrant, PluginEntry, PluginStatus, SecretGrant};
 use turnstone_storage::types::{AuditEntry, PluginRecord};
 use utoipa::ToSchema;
 use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, Schema, Type};
@@ -93,8 +94,9 @@ pub(crate) struct CapabilitySet {
     exec: Vec<String>,
     /// Environment variables the plugin may set on children.
     env: Vec<String>,
-    /// Host-held secrets the plugin may reference.
-    secrets: Vec<String>,
+    /// Host-held secrets the plugin may reference, each bound to the hosts
+    /// and headers its value may be sent in.
+    secrets: Vec<SecretOut>,
     /// May ask the calling session's model for a completion (only present
     /// when true).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
@@ -155,7 +157,7 @@ impl From<&Capabilities> for CapabilitySet {
             http: http.clone(),
             exec: exec.clone(),
             env: env.clone(),
-            secrets: secrets.clone(),
+            secrets: secrets.iter().cloned().map(SecretOut).collect(),
             model: *model,
             memory: memory.map(FsAccess::from),
             history: *history,
@@ -232,10 +234,10 @@ pub(crate) struct GrantCapabilities {
     #[serde(default)]
     #[schema(pattern = "^[A-Za-z0-9_./-]{1,256}$")]
     env: Vec<String>,
-    /// Names of host-held secrets the plugin may reference.
+    /// Host-held secrets the plugin may reference: a name, or
+    /// `{name, hosts, header}` binding it to hosts and header names.
     #[serde(default)]
-    #[schema(pattern = "^[A-Za-z0-9_./-]{1,256}$")]
-    secrets: Vec<String>,
+    secrets: Vec<SecretIn>,
     /// May ask the calling session's model for a completion.
     #[serde(default)]
     model: bool,
@@ -295,7 +297,7 @@ impl From<GrantCapabilities> for Capabilities {
             http,
             exec,
             env,
-            secrets,
+            secrets: secrets.into_iter().map(|s| s.0).collect(),
             model,
             memory: memory.map(Access::from),
             history,
@@ -335,7 +337,7 @@ pub(crate) struct RevokeCapabilities {
     /// Environment variable names.
     #[serde(default)]
     env: Vec<String>,
-    /// Secret names.
+    /// Secret names (a secret is revoked by name, whatever it is bound to).
     #[serde(default)]
     secrets: Vec<String>,
     /// Take back model access.
@@ -399,7 +401,7 @@ impl From<RevokeCapabilities> for Capabilities {
             http,
             exec,
             env,
-            secrets,
+            secrets: secrets.into_iter().map(SecretGrant::named).collect(),
             model,
             memory: memory.then_some(Access::ReadWrite),
             history,

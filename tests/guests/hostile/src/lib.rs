@@ -33,6 +33,9 @@ pub struct UrlArg {
     pub url: String,
     /// Secret to send as a bearer token.
     pub secret: Option<String>,
+    /// Put the secret's reference in this header instead (as is, no
+    /// `Bearer `), to probe the host's header binding.
+    pub header: Option<String>,
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -95,8 +98,14 @@ tool!(WritePath, "write", WriteArg, |a, _c| {
 
 tool!(Fetch, "fetch", UrlArg, |a, c| {
     let mut req = Request::get(&a.url);
-    if let Some(s) = &a.secret {
-        req = req.bearer_secret(s)?;
+    match (&a.secret, &a.header) {
+        (Some(s), Some(h)) => {
+            let token = turnstone_plugin_sdk::host::secret_ref(s)
+                .map_err(turnstone_plugin_sdk::http::HttpError::Denied)?;
+            req = req.header(h, token);
+        }
+        (Some(s), None) => req = req.bearer_secret(s)?,
+        (None, _) => {}
     }
     let mut resp = req.send()?;
     let mut n = 0;
