@@ -580,6 +580,20 @@ async fn openapi_describes_the_routes_and_docs_render_it() {
         assert!(doc["paths"][path].is_object(), "{path} missing");
     }
     assert!(doc["components"]["securitySchemes"]["bearer"].is_object());
+    // A grant's secret is a name or a bound object, each with the patterns
+    // the handler checks (written out in secret_types.rs, inlined).
+    let secret =
+        &doc["components"]["schemas"]["GrantCapabilities"]["properties"]["secrets"]["items"];
+    let forms = secret["oneOf"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{secret}"));
+    assert_eq!(forms.len(), 2, "{secret}");
+    assert_eq!(forms[0]["pattern"], "^[A-Za-z0-9_./-]{1,256}$", "{secret}");
+    assert!(
+        forms[1]["properties"]["hosts"]["items"]["pattern"].is_string(),
+        "{secret}"
+    );
+    assert_eq!(forms[1]["additionalProperties"], false, "{secret}");
     let r = srv.http.get(srv.url("/docs")).send().await.unwrap();
     assert_eq!(r.status().as_u16(), 200);
     assert!(

@@ -96,6 +96,7 @@ pub(crate) struct CapabilitySet {
     env: Vec<String>,
     /// Host-held secrets the plugin may reference, each bound to the hosts
     /// and headers its value may be sent in.
+    #[schema(inline)]
     secrets: Vec<SecretOut>,
     /// May ask the calling session's model for a completion (only present
     /// when true).
@@ -237,6 +238,7 @@ pub(crate) struct GrantCapabilities {
     /// Host-held secrets the plugin may reference: a name, or
     /// `{name, hosts, header}` binding it to hosts and header names.
     #[serde(default)]
+    #[schema(inline)]
     secrets: Vec<SecretIn>,
     /// May ask the calling session's model for a completion.
     #[serde(default)]
