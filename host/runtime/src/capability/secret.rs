@@ -140,8 +140,16 @@ struct SecretTable {
     name: String,
     #[serde(default)]
     hosts: Vec<String>,
-    #[serde(default)]
+    /// Present means a string or a list: `null` is a type error like any
+    /// other, not "absent" (an API body must not pass with a wrong type).
+    #[serde(default, deserialize_with = "present_header")]
     header: Option<OneOrMany>,
+}
+
+fn present_header<'de, D: Deserializer<'de>>(d: D) -> Result<Option<OneOrMany>, D::Error> {
+    OneOrMany::deserialize(d)
+        .map(Some)
+        .map_err(|_| de::Error::custom("`header` must be a header name or a list of header names"))
 }
 
 impl<'de> Deserialize<'de> for SecretGrant {
@@ -259,6 +267,9 @@ mod tests {
     fn unknown_keys_and_bad_shapes_are_errors() {
         let err = toml::from_str::<Doc>(r#"secrets = [{ name = "A", host = "x" }]"#).unwrap_err();
         assert!(err.to_string().contains("unknown field `host`"), "{err}");
+        let err = serde_json::from_str::<Doc>(r#"{"secrets": [{"name": "A", "header": null}]}"#)
+            .unwrap_err();
+        assert!(err.to_string().contains("`header` must be a header name"), "{err}");
         let err = toml::from_str::<Doc>("secrets = [1]").unwrap_err();
         assert!(
             err.to_string().contains("a secret name, or a table"),
