@@ -231,7 +231,21 @@ async fn skills_are_administered_with_versions_and_a_skill_shapes_the_next_reque
     assert_eq!(names(&list, "skills"), ["review"]);
     assert_eq!(list["skills"][0]["version"], "2");
 
-    // `/skill` through the command route: unknown and incomplete are 400.
+    // A new workstream naming an unknown skill is 404 like `/skill`; one
+    // missing an argument is 400.
+    for (skill, status) in [("nope", 404), ("review", 400)] {
+        let (s, v) = srv
+            .call(
+                "POST",
+                "/v1/api/workstreams/new",
+                Some(&bob),
+                Some(json!({"name": "s", "skill": skill})),
+            )
+            .await;
+        assert_eq!(s, status, "{skill}: {v}");
+    }
+
+    // `/skill` through the command route: unknown is 404, incomplete 400.
     let ws = srv.create(&bob, json!({"name": "r"})).await;
     for (cmd, status) in [
         ("/skill nope", 404),

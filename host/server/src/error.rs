@@ -208,6 +208,7 @@ impl From<crate::manager::ManagerError> for ApiError {
             M::NotFound => Self::workstream_not_found(),
             M::Exists(_) => Self::Conflict(e.to_string()),
             M::Invalid(m) => Self::BadRequest(m),
+            M::UnknownSkill(m) => Self::NotFound(m),
             M::Storage(s) => s.into(),
             M::Session(m) => Self::Internal(format!("the session could not be built: {m}")),
         }

@@ -102,6 +102,9 @@ pub enum ManagerError {
     /// Invalid input.
     #[error("{0}")]
     Invalid(String),
+    /// The skill asked for does not exist.
+    #[error("{0}")]
+    UnknownSkill(String),
     /// Storage failed.
     #[error(transparent)]
     Storage(#[from] turnstone_storage::StorageError),
@@ -251,7 +254,9 @@ impl Manager {
         let skill = match &opts.skill {
             Some(name) => {
                 let lib = self.deps.skills.as_ref().ok_or_else(|| {
-                    ManagerError::Invalid("no skills are configured on this server".into())
+                    ManagerError::UnknownSkill(format!(
+                        "no skill named {name:?} (no skills are configured on this server)"
+                    ))
                 })?;
                 let vars = std::collections::BTreeMap::from([("model", alias.clone())]);
                 let active = turnstone_engine::session::ActiveSkill::render(
@@ -261,7 +266,12 @@ impl Manager {
                     &vars,
                 )
                 .await
-                .map_err(ManagerError::Invalid)?;
+                .map_err(|e| match e {
+                    turnstone_engine::session::SkillRenderError::Unknown(m) => {
+                        ManagerError::UnknownSkill(m)
+                    }
+                    other => ManagerError::Invalid(other.to_string()),
+                })?;
                 Some(active)
             }
             None => None,

@@ -421,7 +421,7 @@ impl SessionHost for SessionAgent {
             let args: BTreeMap<String, String> = arguments.into_iter().collect();
             let active = ActiveSkill::render(&lib, &name, &args, &vars)
                 .await
-                .map_err(SkillsError::Invalid)?;
+                .map_err(|e| SkillsError::Invalid(e.to_string()))?;
             let info = skill_to_wit(&active.info);
             if let Some((db, ws)) = persist {
                 active.persist(&db, &ws).await;

@@ -24,7 +24,7 @@ pub use edit::{EditError, MODEL_ALIAS_KEY};
 pub use preview::{preview_cap, preview_url};
 pub use prompt::{MEMORY_INDEX_BUDGET, memory_index};
 pub use queue::{CancelHandle, MAX_QUEUED, MessageQueue, QueueFull};
-pub use skill::{ActiveSkill, SKILL_KEY, SkillChoice, SkillSlot};
+pub use skill::{ActiveSkill, SKILL_KEY, SkillChoice, SkillRenderError, SkillSlot};
 pub use task::{AlwaysSet, Budget, MAX_DEPTH, PARENT_CALL_KEY, TASK_KIND};
 pub use title::{TitleJob, clean as clean_title};
 

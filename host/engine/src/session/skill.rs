@@ -37,6 +37,23 @@ pub struct ActiveSkill {
     pub arguments: BTreeMap<String, String>,
 }
 
+/// Why a skill could not be activated.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SkillRenderError {
+    /// No skill has that name (the message lists the ones there are).
+    #[error("{0}")]
+    Unknown(String),
+    /// An argument is missing or unknown.
+    #[error("{0}")]
+    Arguments(String),
+}
+
+impl From<SkillRenderError> for String {
+    fn from(e: SkillRenderError) -> Self {
+        e.to_string()
+    }
+}
+
 impl ActiveSkill {
     /// Skill `name` from `lib`, rendered with `args` and `vars`; the error
     /// says what is wrong (unknown skill, missing or unknown argument).
@@ -45,17 +62,20 @@ impl ActiveSkill {
         name: &str,
         args: &BTreeMap<String, String>,
         vars: &BTreeMap<&'static str, String>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, SkillRenderError> {
         let catalog = lib.catalog().await;
         let skill = catalog.get(name).ok_or_else(|| {
             let known: Vec<String> = catalog.list().map(|s| s.name.clone()).collect();
-            if known.is_empty() {
+            SkillRenderError::Unknown(if known.is_empty() {
                 format!("no skill named {name:?} (no skills are available)")
             } else {
                 format!("no skill named {name:?} (available: {})", known.join(", "))
-            }
+            })
         })?;
-        let body = skill.doc.render(args, vars).map_err(|e| e.to_string())?;
+        let body = skill
+            .doc
+            .render(args, vars)
+            .map_err(|e| SkillRenderError::Arguments(e.to_string()))?;
         Ok(Self {
             info: skill.info.clone(),
             body,

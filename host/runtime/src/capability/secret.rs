@@ -269,7 +269,10 @@ mod tests {
         assert!(err.to_string().contains("unknown field `host`"), "{err}");
         let err = serde_json::from_str::<Doc>(r#"{"secrets": [{"name": "A", "header": null}]}"#)
             .unwrap_err();
-        assert!(err.to_string().contains("`header` must be a header name"), "{err}");
+        assert!(
+            err.to_string().contains("`header` must be a header name"),
+            "{err}"
+        );
         let err = toml::from_str::<Doc>("secrets = [1]").unwrap_err();
         assert!(
             err.to_string().contains("a secret name, or a table"),
