@@ -45,6 +45,7 @@
 
 pub mod agent;
 pub mod fs;
+pub mod guard;
 pub mod host;
 pub mod http;
 pub mod model;

@@ -31,6 +31,11 @@ const GUEST_SETS: &[GuestSet] = &[
         overrides: &[],
     },
     GuestSet {
+        workspace: "guards",
+        stage: "components",
+        overrides: &[],
+    },
+    GuestSet {
         workspace: "plugins",
         stage: "components",
         overrides: &[("word_count", "example-plugins")],
@@ -214,7 +219,7 @@ fn test(extra: &[String]) -> Result<()> {
     // Guest crates' own unit tests (pure logic such as SSE parsing), natively.
     // `--lib` skips the cdylib artifact, whose component export names a native
     // linker cannot take.
-    for ws in ["tools", "plugins"] {
+    for ws in ["tools", "guards", "plugins"] {
         run(cargo()
             .args(["test", "--workspace", "--lib", "--manifest-path"])
             .arg(root.join(ws).join("Cargo.toml"))
@@ -289,7 +294,7 @@ fn lint() -> Result<()> {
             "warnings",
         ])
         .current_dir(&root))?;
-    let guest_manifests = ["sdk-guest", "tools", "plugins", "tests/guests"];
+    let guest_manifests = ["sdk-guest", "tools", "guards", "plugins", "tests/guests"];
     for ws in guest_manifests {
         let manifest = root.join(ws).join("Cargo.toml");
         run(cargo()

@@ -71,7 +71,7 @@ impl LoadedPlugin {
     }
 
     /// Runs `op` in a fresh store under the plugin's limits, honouring `cancel`.
-    async fn run<R>(
+    pub(crate) async fn run<R>(
         &self,
         sink: Arc<dyn ToolOutputSink>,
         cancel: Option<&CancellationToken>,
@@ -122,7 +122,7 @@ impl LoadedPlugin {
         }
     }
 
-    fn wrong_kind(&self, expected: &'static str) -> CallError {
+    pub(crate) fn wrong_kind(&self, expected: &'static str) -> CallError {
         CallError::WrongKind {
             plugin: self.name().to_string(),
             expected,

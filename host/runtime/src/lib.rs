@@ -1,7 +1,7 @@
 //! Turnstone's WebAssembly plugin runtime.
 //!
 //! One wasmtime [`Engine`] serves every plugin. Each plugin is a WASI component
-//! implementing one `turnstone:plugin` world (tool, provider or channel), shipped
+//! implementing one `turnstone:plugin` world (tool, provider, channel or guard), shipped
 //! with a `plugin.toml` manifest that requests capabilities. The operator grants
 //! capabilities; the effective set (request ∩ grant) is enforced at the host
 //! boundary: WASI preopens only for granted directories, `wasi:http` only to
@@ -19,6 +19,7 @@ pub mod coerce;
 pub mod config;
 pub mod engine;
 pub mod error;
+pub mod guard;
 pub mod host;
 pub mod live;
 pub mod manifest;
@@ -36,7 +37,7 @@ pub use capability::{Access, Capabilities, EffectiveCapabilities, FsGrant, Secre
 pub use error::{CallError, LoadError, RuntimeError, tool_error_text};
 pub use host::agent::SessionHost;
 pub use live::{LivePlugins, PluginSet};
-pub use manifest::{Manifest, PluginKind};
+pub use manifest::{GuardReview, GuardTier, Manifest, PluginKind};
 pub use plugin::{Limits, LoadedPlugin, PluginSettings, PluginSource, SecretSource, ToolSpec};
 pub use reconcile::{Desired, Override, Reconciler};
 pub use registry::{PluginEntry, PluginRegistry, PluginStatus};
@@ -68,6 +69,7 @@ pub struct Runtime {
     tool_linker: Linker<HostState>,
     provider_linker: Linker<HostState>,
     channel_linker: Linker<HostState>,
+    guard_linker: Linker<HostState>,
     ticker: EpochTicker,
 }
 
@@ -117,6 +119,20 @@ impl Runtime {
         let mut channel_linker = base_linker(&engine).map_err(setup)?;
         channel::ChannelPlugin::add_to_linker::<_, HasSelf<_>>(&mut channel_linker, |s| s)
             .map_err(setup)?;
+        // Guards: the 0.1.0 host API and `model` (an LLM judge asks the
+        // judge model), plus 0.2.0's agent interfaces.
+        let mut guard_linker = base_linker(&engine).map_err(setup)?;
+        crate::bindings::v0_1_0::host::HostApi::add_to_linker::<_, HasSelf<_>>(
+            &mut guard_linker,
+            |s| s,
+        )
+        .map_err(setup)?;
+        crate::bindings::v0_1_0::tool::turnstone::plugin::model::add_to_linker::<_, HasSelf<_>>(
+            &mut guard_linker,
+            |s| s,
+        )
+        .map_err(setup)?;
+        add_agent_interfaces(&mut guard_linker).map_err(setup)?;
         let cache = ComponentCache::new(&engine, opts.cache_dir)?;
         let ticker = EpochTicker::start(&engine)?;
         Ok(Self {
@@ -125,6 +141,7 @@ impl Runtime {
             tool_linker,
             provider_linker,
             channel_linker,
+            guard_linker,
             ticker,
         })
     }
@@ -149,6 +166,7 @@ impl Runtime {
             Kind::Tool => &self.tool_linker,
             Kind::Provider => &self.provider_linker,
             Kind::Channel => &self.channel_linker,
+            Kind::Guard => &self.guard_linker,
         }
     }
 }

@@ -4,7 +4,7 @@
 //! [plugin]
 //! name = "word_count"
 //! version = "0.1.0"
-//! kind = "tool"                 # tool | provider | channel
+//! kind = "tool"                 # tool | provider | channel | guard
 //! wit = "0.1.0"                 # turnstone:plugin version it was built against
 //! description = "Counts words"
 //! component = "word_count.wasm" # optional; defaults to <name>.wasm
@@ -32,6 +32,9 @@ pub enum PluginKind {
     Provider,
     /// Exports `turnstone:plugin/channel`.
     Channel,
+    /// Exports `turnstone:plugin/guard` (0.2.0): an intent judge or an
+    /// output guard.
+    Guard,
 }
 
 impl PluginKind {
@@ -41,6 +44,7 @@ impl PluginKind {
             PluginKind::Tool => "turnstone:plugin/tool",
             PluginKind::Provider => "turnstone:plugin/provider",
             PluginKind::Channel => "turnstone:plugin/channel",
+            PluginKind::Guard => "turnstone:plugin/guard",
         }
     }
 
@@ -50,6 +54,7 @@ impl PluginKind {
             PluginKind::Tool => "tool",
             PluginKind::Provider => "provider",
             PluginKind::Channel => "channel",
+            PluginKind::Guard => "guard",
         }
     }
 }
@@ -87,6 +92,50 @@ pub struct Manifest {
     /// operator settings in `[plugins.limits.<name>]` take precedence.
     #[serde(default)]
     pub limits: crate::config::LimitOverrides,
+    /// What a guard reviews (guards only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guard: Option<GuardInfo>,
+}
+
+/// Which review a guard's host asks it for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GuardReview {
+    /// `review-call`: a verdict on a call before approval.
+    Call,
+    /// `review-output`: findings in a tool's output.
+    Output,
+}
+
+/// How a guard's review is run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GuardTier {
+    /// Fast and local: run before the approval card is shown.
+    Heuristic,
+    /// Asks a model: run in the background while the card waits
+    /// (`judge_pending`), bounded by `[judge] timeout_secs`.
+    Llm,
+}
+
+impl GuardTier {
+    /// The wire name (`heuristic`, `llm`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GuardTier::Heuristic => "heuristic",
+            GuardTier::Llm => "llm",
+        }
+    }
+}
+
+/// The `[guard]` table of a guard's manifest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GuardInfo {
+    /// What the host asks it for.
+    pub reviews: Vec<GuardReview>,
+    /// How its reviews run.
+    pub tier: GuardTier,
 }
 
 /// Why a manifest could not be used.
@@ -191,6 +240,23 @@ impl Manifest {
                 "component {c:?} must be a file name next to plugin.toml"
             )));
         }
+        match (info.kind, &manifest.guard) {
+            (PluginKind::Guard, None) => {
+                return Err(invalid(
+                    "a guard needs a [guard] table: reviews = [\"call\" | \"output\"], tier = \"heuristic\" | \"llm\"".into(),
+                ));
+            }
+            (PluginKind::Guard, Some(g)) if g.reviews.is_empty() => {
+                return Err(invalid("[guard] reviews names nothing to review".into()));
+            }
+            (PluginKind::Guard, Some(_)) | (_, None) => {}
+            (kind, Some(_)) => {
+                return Err(invalid(format!(
+                    "[guard] is for guards; this plugin is a {}",
+                    kind.as_str()
+                )));
+            }
+        }
         // Any kind may ask for operator-configured hosts; nothing matches until granted.
         let allow_configured = true;
         manifest
@@ -238,6 +304,19 @@ http = ["api.example.com"]
     }
 
     #[test]
+    fn a_guard_names_its_reviews_and_tier() {
+        let text = GOOD.replace("kind = \"tool\"", "kind = \"guard\"")
+            + "\n[guard]\nreviews = [\"call\", \"output\"]\ntier = \"heuristic\"\n";
+        let m = Manifest::parse(&text, Path::new("plugin.toml")).unwrap();
+        let g = m.guard.unwrap();
+        assert_eq!(g.reviews, [GuardReview::Call, GuardReview::Output]);
+        assert_eq!(g.tier, GuardTier::Heuristic);
+        let empty = text.replace("[\"call\", \"output\"]", "[]");
+        let err = Manifest::parse(&empty, Path::new("p.toml")).unwrap_err();
+        assert!(err.to_string().contains("names nothing"), "{err}");
+    }
+
+    #[test]
     fn rejects_bad_manifests_with_reasons() {
         let cases = [
             (GOOD.replace("word_count", "word count"), "plugin name"),
@@ -253,6 +332,14 @@ http = ["api.example.com"]
                 "unknown variant",
             ),
             (format!("{GOOD}\nunknown = 1\n"), "unknown field"),
+            (
+                format!("{GOOD}\n[guard]\nreviews = [\"call\"]\ntier = \"llm\"\n"),
+                "[guard] is for guards",
+            ),
+            (
+                GOOD.replace("kind = \"tool\"", "kind = \"guard\""),
+                "a guard needs a [guard] table",
+            ),
         ];
         for (text, needle) in cases {
             let err = Manifest::parse(&text, Path::new("p.toml")).unwrap_err();

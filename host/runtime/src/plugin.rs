@@ -240,6 +240,8 @@ pub(crate) enum InstancePre {
     /// A provider exporting `provider@0.2.0`.
     Provider(crate::bindings::v0_2_0::provider::ProviderPluginPre<HostState>),
     Channel(channel::ChannelPluginPre<HostState>),
+    /// A guard exporting `guard@0.2.0`.
+    Guard(crate::bindings::v0_2_0::guard::GuardPluginPre<HostState>),
 }
 
 /// A plugin ready to be called. Cheap to share; every call gets a fresh store.
@@ -319,6 +321,7 @@ fn detect_world(engine: &Engine, component: &Component) -> Result<WorldUse, Load
             "tool" => PluginKind::Tool,
             "provider" => PluginKind::Provider,
             "channel" => PluginKind::Channel,
+            "guard" => PluginKind::Guard,
             _ => continue,
         };
         found.push((kind, version));
@@ -540,6 +543,14 @@ impl Runtime {
             ),
             PluginKind::Channel => InstancePre::Channel(
                 channel::ChannelPluginPre::new(
+                    self.linker(kind)
+                        .instantiate_pre(&component)
+                        .map_err(link_err)?,
+                )
+                .map_err(link_err)?,
+            ),
+            PluginKind::Guard => InstancePre::Guard(
+                crate::bindings::v0_2_0::guard::GuardPluginPre::new(
                     self.linker(kind)
                         .instantiate_pre(&component)
                         .map_err(link_err)?,
