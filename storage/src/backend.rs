@@ -244,16 +244,42 @@ pub trait PluginStore: Send + Sync {
 pub trait OpsStore: Send + Sync {
     /// Appends an audit entry; returns its id.
     async fn append_audit(&self, e: &AuditEntry) -> Result<i64>;
-    /// Newest audit entries first.
-    async fn list_audit(&self, limit: i64) -> Result<Vec<AuditEntry>>;
-    /// Records model usage. No caller yet: the seam for usage accounting
-    /// (issue #19); tested on both backends.
+    /// Audit entries matching `q`, newest first.
+    async fn query_audit(&self, q: &AuditQuery) -> Result<Vec<AuditEntry>>;
+    /// The newest `limit` audit entries.
+    async fn list_audit(&self, limit: i64) -> Result<Vec<AuditEntry>> {
+        self.query_audit(&AuditQuery {
+            limit,
+            ..AuditQuery::default()
+        })
+        .await
+    }
+    /// Records one model call's usage.
     async fn record_usage(&self, u: &UsageEvent) -> Result<()>;
+    /// Usage summed per group.
+    async fn usage_summary(&self, q: &UsageQuery) -> Result<Vec<UsageRow>>;
     /// Registers or refreshes a service heartbeat. No caller yet: the seam for
     /// the cluster console's node registry; tested on both backends.
     async fn heartbeat(&self, s: &ServiceRecord) -> Result<()>;
     /// Services whose heartbeat is newer than `within`.
     async fn live_services(&self, within: Duration) -> Result<Vec<ServiceRecord>>;
+}
+
+/// Admin tool policies.
+#[async_trait]
+pub trait PolicyStore: Send + Sync {
+    /// Creates a policy; [`crate::StorageError::PolicyExists`] when the name
+    /// is taken, `InvalidInput` for a bad name, pattern or role.
+    async fn create_policy(&self, p: &NewToolPolicy) -> Result<ToolPolicy>;
+    /// Replaces a policy; `None` when there is none.
+    async fn update_policy(&self, policy_id: &str, p: &NewToolPolicy)
+    -> Result<Option<ToolPolicy>>;
+    /// Deletes a policy; false when there is none.
+    async fn delete_policy(&self, policy_id: &str) -> Result<bool>;
+    /// One policy.
+    async fn get_policy(&self, policy_id: &str) -> Result<Option<ToolPolicy>>;
+    /// Every policy in the order they are checked (priority, then age).
+    async fn list_policies(&self) -> Result<Vec<ToolPolicy>>;
 }
 
 /// Uploaded attachments: stored with the workstream, consumed by a send.
@@ -368,6 +394,7 @@ pub trait Backend:
     + IdentityStore
     + PluginStore
     + OpsStore
+    + PolicyStore
     + AttachmentStore
 {
     /// `sqlite` or `postgresql`.

@@ -20,6 +20,9 @@ pub enum StorageError {
     /// An MCP server of this name already exists.
     #[error("an MCP server named {0:?} already exists")]
     McpServerExists(String),
+    /// A tool policy of this name already exists.
+    #[error("a tool policy named {0:?} already exists")]
+    PolicyExists(String),
     /// The user does not exist.
     #[error("unknown user {0}")]
     UnknownUser(String),

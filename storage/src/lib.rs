@@ -34,7 +34,7 @@ pub type Storage = Arc<dyn Backend>;
 pub mod prelude {
     pub use crate::backend::{
         AttachmentStore, Backend, IdentityStore, MemoryStore, NotifyStore, OpsStore, PluginStore,
-        PreviewStore, SkillStore, TurnStore, WatchStore, WorkstreamStore,
+        PolicyStore, PreviewStore, SkillStore, TurnStore, WatchStore, WorkstreamStore,
     };
     pub use crate::config::{BackendKind, DbConfig};
     pub use crate::types::*;

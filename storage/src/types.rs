@@ -573,18 +573,182 @@ pub struct UsageEvent {
     pub user_id: Option<String>,
     /// Workstream.
     pub ws_id: Option<String>,
-    /// Model alias.
+    /// Model id.
     pub model: Option<String>,
+    /// Model alias the call was made through.
+    pub model_alias: Option<String>,
     /// Prompt tokens.
     pub prompt_tokens: i64,
     /// Completion tokens.
     pub completion_tokens: i64,
-    /// Cached prompt tokens.
+    /// Prompt tokens read from the provider's cache.
     pub cached_tokens: i64,
+    /// Prompt tokens written to the provider's cache.
+    pub cache_creation_tokens: i64,
+    /// Reasoning tokens.
+    pub reasoning_tokens: i64,
+    /// Tool calls the reply made.
+    pub tool_calls: i64,
+    /// Request to last byte, in milliseconds.
+    pub latency_ms: i64,
+    /// What the call was for: `turn`, `compaction`, `title`, `judge`,
+    /// `tool` (a tool asked the model) or `agent` (a sub-agent's turn).
+    pub purpose: String,
+}
+
+/// How usage is grouped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UsageGroup {
+    /// By user.
+    User,
+    /// By model alias.
+    Model,
+    /// By UTC day.
+    Day,
+}
+
+/// Which usage to sum.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UsageQuery {
+    /// From this timestamp on (inclusive; RFC 3339 or a date).
+    pub since: Option<String>,
+    /// Before this timestamp.
+    pub until: Option<String>,
+    /// One user's.
+    pub user_id: Option<String>,
+    /// One model alias's.
+    pub model_alias: Option<String>,
+    /// Grouping, in order (none: one total row).
+    pub group_by: Vec<UsageGroup>,
+}
+
+/// Summed usage of one group.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct UsageRow {
+    /// The group's user (when grouped by user).
+    pub user_id: Option<String>,
+    /// The group's model alias (when grouped by model).
+    pub model: Option<String>,
+    /// The group's UTC day, `YYYY-MM-DD` (when grouped by day).
+    pub day: Option<String>,
+    /// Model calls.
+    pub calls: i64,
+    /// Prompt tokens.
+    pub prompt_tokens: i64,
+    /// Completion tokens.
+    pub completion_tokens: i64,
+    /// Prompt tokens read from a cache.
+    pub cached_tokens: i64,
+    /// Prompt tokens written to a cache.
+    pub cache_creation_tokens: i64,
     /// Reasoning tokens.
     pub reasoning_tokens: i64,
     /// Tool calls made.
     pub tool_calls: i64,
+    /// Mean latency, in milliseconds.
+    pub avg_latency_ms: i64,
+}
+
+/// Which audit entries to list, newest first.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AuditQuery {
+    /// At most this many (1-1000).
+    pub limit: i64,
+    /// Entries older than this id (paging).
+    pub before_id: Option<i64>,
+    /// Actions equal to this, or starting with it when it ends in `.`
+    /// or `*` (`auth.`, `tool.*`).
+    pub action: Option<String>,
+    /// By this user.
+    pub user_id: Option<String>,
+    /// On this target.
+    pub target: Option<String>,
+    /// From this timestamp on.
+    pub since: Option<String>,
+    /// Before this timestamp.
+    pub until: Option<String>,
+}
+
+/// What a tool policy does with a matching call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PolicyAction {
+    /// Runs without asking.
+    Allow,
+    /// Refused before any approval card.
+    Deny,
+    /// Always asks, even for tools that would run without approval.
+    Ask,
+}
+
+impl PolicyAction {
+    /// The stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Allow => "allow",
+            Self::Deny => "deny",
+            Self::Ask => "ask",
+        }
+    }
+
+    /// Parses a stored name.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "allow" => Some(Self::Allow),
+            "deny" => Some(Self::Deny),
+            "ask" => Some(Self::Ask),
+            _ => None,
+        }
+    }
+}
+
+/// A tool policy as stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ToolPolicy {
+    /// Id (32 hex).
+    pub policy_id: String,
+    /// Unique name.
+    pub name: String,
+    /// Glob over tool names (`*`, `?`, `[..]`), e.g. `mcp__github__*`.
+    pub tool_pattern: String,
+    /// What a match does.
+    pub action: PolicyAction,
+    /// Only for users of this role (none: everyone).
+    pub role: Option<String>,
+    /// Lower numbers are checked first.
+    pub priority: i64,
+    /// Disabled rules are skipped.
+    pub enabled: bool,
+    /// Why the rule exists.
+    pub description: String,
+    /// Who created it.
+    pub created_by: Option<String>,
+    /// When.
+    pub created: String,
+    /// Last change.
+    pub updated: String,
+}
+
+/// A tool policy to create or replace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewToolPolicy {
+    /// Unique name.
+    pub name: String,
+    /// Glob over tool names.
+    pub tool_pattern: String,
+    /// What a match does.
+    pub action: PolicyAction,
+    /// Only for this role.
+    pub role: Option<String>,
+    /// Lower first.
+    pub priority: i64,
+    /// Checked at all.
+    pub enabled: bool,
+    /// Why.
+    pub description: String,
+    /// Who.
+    pub created_by: Option<String>,
 }
 
 /// A node in the service registry.

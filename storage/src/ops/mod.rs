@@ -27,6 +27,7 @@
 //! | `plugins.rs`     | `impl_plugin_store!`      | `PluginStore`      |
 //! | `skills.rs`      | `impl_skill_store!`       | `SkillStore`       |
 //! | `operations.rs`  | `impl_ops_store!`         | `OpsStore`         |
+//! | `policies.rs`    | `impl_policy_store!`      | `PolicyStore`      |
 //! | `attachments.rs` | `impl_attachment_store!`  | `AttachmentStore`  |
 //! | `watches.rs`     | `impl_watch_store!`       | `WatchStore`       |
 //! | `notify.rs`      | `impl_notify_store!`      | `NotifyStore`      |
@@ -42,6 +43,7 @@ pub(crate) mod memories;
 pub(crate) mod notify;
 pub(crate) mod operations;
 pub(crate) mod plugins;
+pub(crate) mod policies;
 pub(crate) mod previews;
 pub(crate) mod skills;
 pub(crate) mod turns;

@@ -24,14 +24,19 @@ macro_rules! impl_ops_store {
                 Ok(id)
             }
 
-            async fn list_audit(&self, limit: i64) -> $crate::error::Result<Vec<$crate::types::AuditEntry>> {
-                let rows: Vec<(i64, String, Option<String>, String, Option<String>, Option<String>, Option<String>)> =
-                    sqlx::query_as(
-                        "SELECT id, timestamp, user_id, action, target, detail, ip FROM audit_log ORDER BY id DESC LIMIT $1",
-                    )
-                    .bind(limit.clamp(1, 10_000))
-                    .fetch_all(&self.pool)
-                    .await?;
+            async fn query_audit(
+                &self,
+                q: &$crate::types::AuditQuery,
+            ) -> $crate::error::Result<Vec<$crate::types::AuditEntry>> {
+                let (sql, binds) = $crate::ops::operations::audit_sql(q);
+                let mut query = sqlx::query_as::<_, (i64, String, Option<String>, String, Option<String>, Option<String>, Option<String>)>(sqlx::AssertSqlSafe(sql));
+                for b in binds {
+                    query = match b {
+                        $crate::ops::operations::Bind::Text(t) => query.bind(t),
+                        $crate::ops::operations::Bind::Int(i) => query.bind(i),
+                    };
+                }
+                let rows = query.fetch_all(&self.pool).await?;
                 Ok(rows
                     .into_iter()
                     .map(|(id, timestamp, user_id, action, target, detail, ip)| $crate::types::AuditEntry {
@@ -48,8 +53,9 @@ macro_rules! impl_ops_store {
 
             async fn record_usage(&self, u: &$crate::types::UsageEvent) -> $crate::error::Result<()> {
                 sqlx::query(
-                    "INSERT INTO usage_events (timestamp, user_id, ws_id, model, prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens, tool_calls) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                    "INSERT INTO usage_events (timestamp, user_id, ws_id, model, prompt_tokens, completion_tokens, cached_tokens, \
+                     reasoning_tokens, tool_calls, model_alias, cache_creation_tokens, latency_ms, purpose) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
                 )
                 .bind($crate::util::now())
                 .bind(&u.user_id)
@@ -60,9 +66,46 @@ macro_rules! impl_ops_store {
                 .bind(u.cached_tokens)
                 .bind(u.reasoning_tokens)
                 .bind(u.tool_calls)
+                .bind(&u.model_alias)
+                .bind(u.cache_creation_tokens)
+                .bind(u.latency_ms)
+                .bind(if u.purpose.is_empty() { "turn" } else { u.purpose.as_str() })
                 .execute(&self.pool)
                 .await?;
                 Ok(())
+            }
+
+            async fn usage_summary(
+                &self,
+                q: &$crate::types::UsageQuery,
+            ) -> $crate::error::Result<Vec<$crate::types::UsageRow>> {
+                let (sql, binds) = $crate::ops::operations::usage_sql(q);
+                let mut query = sqlx::query_as::<_, (Option<String>, Option<String>, Option<String>, i64, i64, i64, i64, i64, i64, i64, i64)>(sqlx::AssertSqlSafe(sql));
+                for b in binds {
+                    query = match b {
+                        $crate::ops::operations::Bind::Text(t) => query.bind(t),
+                        $crate::ops::operations::Bind::Int(i) => query.bind(i),
+                    };
+                }
+                let rows = query.fetch_all(&self.pool).await?;
+                Ok(rows
+                    .into_iter()
+                    .map(|(user_id, model, day, calls, prompt_tokens, completion_tokens, cached_tokens, cache_creation_tokens, reasoning_tokens, tool_calls, avg_latency_ms)| {
+                        $crate::types::UsageRow {
+                            user_id,
+                            model,
+                            day,
+                            calls,
+                            prompt_tokens,
+                            completion_tokens,
+                            cached_tokens,
+                            cache_creation_tokens,
+                            reasoning_tokens,
+                            tool_calls,
+                            avg_latency_ms,
+                        }
+                    })
+                    .collect())
             }
 
             async fn heartbeat(&self, s: &$crate::types::ServiceRecord) -> $crate::error::Result<()> {
@@ -107,3 +150,143 @@ macro_rules! impl_ops_store {
 }
 
 pub(crate) use impl_ops_store;
+
+/// A value bound to a built query. The queries below are built from this
+/// file's own column expressions; every caller-supplied value is bound.
+pub(crate) enum Bind {
+    Text(String),
+    Int(i64),
+}
+
+/// `WHERE` clauses and their binds, numbered from `$1`.
+#[derive(Default)]
+struct Filter {
+    clauses: Vec<String>,
+    binds: Vec<Bind>,
+}
+
+impl Filter {
+    fn push(&mut self, clause: impl Fn(usize) -> String, bind: Bind) {
+        self.binds.push(bind);
+        self.clauses.push(clause(self.binds.len()));
+    }
+
+    fn sql(&self) -> String {
+        if self.clauses.is_empty() {
+            String::new()
+        } else {
+            format!(" WHERE {}", self.clauses.join(" AND "))
+        }
+    }
+}
+
+/// The audit listing for `q`: newest first, filtered, paged by id.
+pub(crate) fn audit_sql(q: &crate::types::AuditQuery) -> (String, Vec<Bind>) {
+    let mut f = Filter::default();
+    if let Some(before) = q.before_id {
+        f.push(|n| format!("id < ${n}"), Bind::Int(before));
+    }
+    if let Some(action) = q.action.as_deref().filter(|a| !a.is_empty()) {
+        match action.strip_suffix('*') {
+            Some(prefix) => f.push(
+                |n| format!("substr(action, 1, {}) = ${n}", prefix.len()),
+                Bind::Text(prefix.to_string()),
+            ),
+            None if action.ends_with('.') => f.push(
+                |n| format!("substr(action, 1, {}) = ${n}", action.len()),
+                Bind::Text(action.to_string()),
+            ),
+            None => f.push(|n| format!("action = ${n}"), Bind::Text(action.to_string())),
+        }
+    }
+    if let Some(u) = &q.user_id {
+        f.push(|n| format!("user_id = ${n}"), Bind::Text(u.clone()));
+    }
+    if let Some(t) = &q.target {
+        f.push(|n| format!("target = ${n}"), Bind::Text(t.clone()));
+    }
+    if let Some(s) = &q.since {
+        f.push(|n| format!("timestamp >= ${n}"), Bind::Text(s.clone()));
+    }
+    if let Some(u) = &q.until {
+        f.push(|n| format!("timestamp < ${n}"), Bind::Text(u.clone()));
+    }
+    let limit = q.limit.clamp(1, 1000);
+    f.binds.push(Bind::Int(limit));
+    let sql = format!(
+        "SELECT id, timestamp, user_id, action, target, detail, ip FROM audit_log{} ORDER BY id DESC LIMIT ${}",
+        f.sql(),
+        f.binds.len()
+    );
+    (sql, f.binds)
+}
+
+/// Usage summed per group of `q.group_by` (one row without grouping). The
+/// mean latency is integer division on both backends (PostgreSQL would
+/// round a numeric mean; SQLite truncates).
+pub(crate) fn usage_sql(q: &crate::types::UsageQuery) -> (String, Vec<Bind>) {
+    use crate::types::UsageGroup;
+    let mut f = Filter::default();
+    if let Some(s) = &q.since {
+        f.push(|n| format!("timestamp >= ${n}"), Bind::Text(s.clone()));
+    }
+    if let Some(u) = &q.until {
+        f.push(|n| format!("timestamp < ${n}"), Bind::Text(u.clone()));
+    }
+    if let Some(u) = &q.user_id {
+        f.push(|n| format!("user_id = ${n}"), Bind::Text(u.clone()));
+    }
+    if let Some(m) = &q.model_alias {
+        f.push(|n| format!("model_alias = ${n}"), Bind::Text(m.clone()));
+    }
+    let has = |g| q.group_by.contains(&g);
+    let col = |g, expr: &str| {
+        if has(g) {
+            expr.to_string()
+        } else {
+            "CAST(NULL AS TEXT)".to_string()
+        }
+    };
+    let keys: Vec<&str> = q
+        .group_by
+        .iter()
+        .map(|g| match g {
+            UsageGroup::User => "user_id",
+            UsageGroup::Model => "model_alias",
+            UsageGroup::Day => "substr(timestamp, 1, 10)",
+        })
+        .collect();
+    let mut keys_dedup: Vec<&str> = Vec::new();
+    for k in keys {
+        if !keys_dedup.contains(&k) {
+            keys_dedup.push(k);
+        }
+    }
+    let group = if keys_dedup.is_empty() {
+        String::new()
+    } else {
+        format!(" GROUP BY {}", keys_dedup.join(", "))
+    };
+    let order = if keys_dedup.is_empty() {
+        String::new()
+    } else {
+        format!(" ORDER BY {}", keys_dedup.join(", "))
+    };
+    let sum = |c: &str| format!("CAST(COALESCE(SUM({c}), 0) AS BIGINT)");
+    let sql = format!(
+        "SELECT {}, {}, {}, CAST(COUNT(*) AS BIGINT), {}, {}, {}, {}, {}, {}, COALESCE(CAST(COALESCE(SUM(latency_ms), 0) AS BIGINT) / NULLIF(CAST(COUNT(*) AS BIGINT), 0), 0) FROM usage_events{}{}{}",
+        col(UsageGroup::User, "user_id"),
+        col(UsageGroup::Model, "model_alias"),
+        col(UsageGroup::Day, "substr(timestamp, 1, 10)"),
+        sum("prompt_tokens"),
+        sum("completion_tokens"),
+        sum("cached_tokens"),
+        sum("cache_creation_tokens"),
+        sum("reasoning_tokens"),
+        sum("tool_calls"),
+        f.sql(),
+        group,
+        order,
+    );
+    (sql, f.binds)
+}
