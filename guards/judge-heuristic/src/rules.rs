@@ -535,16 +535,14 @@ fn command_rules(c: &Command, scope: &Scope, hits: &mut Vec<Hit>) {
             "grants file capabilities, a way to keep root rights",
         )),
         "curl" | "wget" => upload_rules(c, scope, hits),
-        "scp" | "rsync" | "sftp" => {
-            if c.args.iter().any(|a| remote_spec(a)) {
-                hits.push(hit(
-                    "copy-to-remote",
-                    Risk::High,
-                    Recommendation::Review,
-                    0.8,
-                    format!("{p} copies files to or from another machine"),
-                ));
-            }
+        "scp" | "rsync" | "sftp" if c.args.iter().any(|a| remote_spec(a)) => {
+            hits.push(hit(
+                "copy-to-remote",
+                Risk::High,
+                Recommendation::Review,
+                0.8,
+                format!("{p} copies files to or from another machine"),
+            ));
         }
         "nc" | "ncat" | "netcat" | "socat" | "telnet" => {
             if has_flag(c, 'l', "--listen") || c.text.contains("LISTEN") {
@@ -631,22 +629,14 @@ fn command_rules(c: &Command, scope: &Scope, hits: &mut Vec<Hit>) {
                 ));
             }
         }
-        "docker" | "podman" => {
-            if c.args.iter().any(|a| {
-                a == "--privileged" || a.starts_with("--pid=host") || a.starts_with("--net=host")
-            }) || c
-                .args
-                .windows(2)
-                .any(|w| (w[0] == "-v" || w[0] == "--volume") && w[1].starts_with("/:"))
-            {
-                hits.push(hit(
-                    "privileged-container",
-                    Risk::High,
-                    Recommendation::Review,
-                    0.85,
-                    "starts a container with the host's rights or its root file system",
-                ));
-            }
+        "docker" | "podman" if privileged_container(c) => {
+            hits.push(hit(
+                "privileged-container",
+                Risk::High,
+                Recommendation::Review,
+                0.85,
+                "starts a container with the host's rights or its root file system",
+            ));
         }
         "eval" => hits.push(hit(
             "eval",
@@ -666,6 +656,16 @@ fn command_rules(c: &Command, scope: &Scope, hits: &mut Vec<Hit>) {
         }
         _ => {}
     }
+}
+
+/// `--privileged`, the host's namespaces, or the host's root mounted.
+fn privileged_container(c: &Command) -> bool {
+    c.args
+        .iter()
+        .any(|a| a == "--privileged" || a.starts_with("--pid=host") || a.starts_with("--net=host"))
+        || c.args
+            .windows(2)
+            .any(|w| (w[0] == "-v" || w[0] == "--volume") && w[1].starts_with("/:"))
 }
 
 fn history_tampering() -> Hit {

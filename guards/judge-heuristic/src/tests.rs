@@ -23,12 +23,22 @@ fn top_rule(v: &Verdict) -> &str {
     v.reasons[0].split(':').next().unwrap_or("")
 }
 
+/// Tool, arguments, `http` grants, the rule expected first, its risk and advice.
+type Case = (
+    &'static str,
+    serde_json::Value,
+    &'static [&'static str],
+    &'static str,
+    Risk,
+    Recommendation,
+);
+
 #[test]
 fn the_verdict_table() {
     use Recommendation::{Approve, Deny, Review};
     use Risk::{Critical, High, Low, Medium};
     #[rustfmt::skip]
-    let cases: Vec<(&str, serde_json::Value, &[&str], &str, Risk, Recommendation)> = vec![
+    let cases: Vec<Case> = vec![
         // Destructive commands.
         ("bash", json!({"command": "rm -rf /"}), &[], "recursive-delete-of-system-or-home", Critical, Deny),
         ("bash", json!({"command": "rm -rf ~"}), &[], "recursive-delete-of-system-or-home", Critical, Deny),

@@ -303,6 +303,32 @@ impl Approvals {
         }
     }
 
+    /// Records the LLM judge's verdict on a waiting cycle's call, so a
+    /// client that connects later sees it on the card.
+    pub(crate) fn set_judge_verdict(&self, cycle_id: &str, verdict: &turnstone_protocol::Verdict) {
+        let mut pending = self.lock();
+        if let Some(p) = pending.iter_mut().find(|p| p.request.cycle_id == cycle_id)
+            && let Some(item) = p
+                .request
+                .items
+                .iter_mut()
+                .find(|i| i.call_id == verdict.call_id)
+        {
+            item.judge_verdict = Some(verdict.clone());
+        }
+    }
+
+    /// Marks a waiting cycle's LLM review finished (or not).
+    pub(crate) fn set_judge_pending(&self, cycle_id: &str, pending_judge: bool) {
+        if let Some(p) = self
+            .lock()
+            .iter_mut()
+            .find(|p| p.request.cycle_id == cycle_id)
+        {
+            p.request.judge_pending = pending_judge;
+        }
+    }
+
     /// The requests waiting now (for a reconnecting client's preamble).
     pub fn waiting(&self) -> Vec<ApproveRequest> {
         self.lock().iter().map(|p| p.request.clone()).collect()

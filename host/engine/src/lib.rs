@@ -20,6 +20,7 @@ pub mod models;
 pub mod persist;
 pub mod repair;
 pub mod runner;
+pub mod safety;
 pub mod session;
 pub mod skills;
 pub mod truncate;

@@ -36,7 +36,7 @@ impl SessionState {
 
 /// One tool call of a batch, as `tool_pending`, `tool_info` and
 /// `approve_request` list it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct ToolItem {
     /// The model's call id.
     pub call_id: String,
@@ -55,6 +55,40 @@ pub struct ToolItem {
     /// A sub-agent's call, asked through this workstream's approvals.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<crate::AgentOrigin>,
+    /// The heuristic judge's verdict (calls that wait for approval).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heuristic_verdict: Option<crate::Verdict>,
+    /// The LLM judge's verdict, once it arrived.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge_verdict: Option<crate::Verdict>,
+    /// What the tool's plugin is allowed to touch (its effective grants),
+    /// shown next to the arguments before approval.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub grants: Vec<String>,
+    /// The administrator's tool policy that decided this call, if one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
+}
+
+impl ToolItem {
+    /// An item for a call of `func_name` with nothing decided yet.
+    pub fn new(call_id: impl Into<String>, func_name: impl Into<String>) -> Self {
+        let func_name = func_name.into();
+        Self {
+            call_id: call_id.into(),
+            header: func_name.clone(),
+            preview: None,
+            approval_label: func_name.clone(),
+            func_name,
+            needs_approval: false,
+            error: None,
+            agent: None,
+            heuristic_verdict: None,
+            judge_verdict: None,
+            grants: Vec::new(),
+            policy: None,
+        }
+    }
 }
 
 /// `text` of `content` and `reasoning`.
@@ -158,20 +192,21 @@ pub struct Status {
 }
 
 /// `tool_pending` and `tool_info`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct Items {
     /// The batch.
     pub items: Vec<ToolItem>,
 }
 
 /// `approve_request`: the session waits for `Op::Approve`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct ApproveRequest {
     /// The cycle (32 hex).
     pub cycle_id: String,
     /// The batch.
     pub items: Vec<ToolItem>,
-    /// An LLM judge verdict is still coming (always false here).
+    /// The LLM judge is still reviewing the batch; its verdicts follow as
+    /// `intent_verdict` (the heuristic ones are on the items already).
     pub judge_pending: bool,
 }
 
@@ -220,6 +255,10 @@ pub struct ToolResult {
     /// This event's own SSE id (accepted row).
     #[serde(rename = "_event_id", default, skip_serializing_if = "Option::is_none")]
     pub event_id: Option<u64>,
+    /// What the call actually touched (files, hosts, processes, secrets,
+    /// denials), as the host recorded it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capabilities: Option<Box<crate::CapabilityAudit>>,
 }
 
 /// `ws_state`: the per-stream end of a turn (ours; contract §4) and the
@@ -375,6 +414,10 @@ pub enum Event {
     WatchChanged(crate::WatchChanged),
     /// Content for the preview pane.
     Preview(crate::Preview),
+    /// The LLM judge's verdict on a call waiting for approval.
+    IntentVerdict(Box<crate::Verdict>),
+    /// An output guard's finding in a tool's output.
+    OutputWarning(Box<crate::OutputWarning>),
 }
 
 /// `title_updated`.
@@ -421,6 +464,8 @@ impl Event {
             Self::SystemTurn(_) => "system_turn",
             Self::WatchChanged(_) => "watch_changed",
             Self::Preview(_) => "preview",
+            Self::IntentVerdict(_) => "intent_verdict",
+            Self::OutputWarning(_) => "output_warning",
         }
     }
 

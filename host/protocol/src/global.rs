@@ -102,7 +102,7 @@ pub struct WsRename {
 }
 
 /// The `detail` of a global `approve_request`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct ApproveDetail {
     /// Always `approve_request`.
     #[serde(rename = "type")]
@@ -114,12 +114,21 @@ pub struct ApproveDetail {
 }
 
 /// Global `approve_request`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct GlobalApproveRequest {
     /// The workstream.
     pub ws_id: String,
     /// The request.
     pub detail: ApproveDetail,
+}
+
+/// Global `intent_verdict`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct GlobalIntentVerdict {
+    /// The workstream.
+    pub ws_id: String,
+    /// The verdict.
+    pub verdict: crate::Verdict,
 }
 
 /// Global `approval_resolved`.
@@ -221,6 +230,8 @@ pub enum GlobalEvent {
     ApproveRequest(GlobalApproveRequest),
     /// An approval was answered.
     ApprovalResolved(GlobalApprovalResolved),
+    /// The LLM judge's verdict on a call waiting for approval.
+    IntentVerdict(GlobalIntentVerdict),
     /// A workstream closed.
     WsClosed(GlobalWsClosed),
     /// Node-wide totals changed (service subscribers).

@@ -17,10 +17,12 @@
 pub mod event;
 pub mod global;
 pub mod op;
+pub mod safety;
 pub mod wire;
 pub mod work;
 
 pub use event::*;
 pub use global::*;
 pub use op::*;
+pub use safety::*;
 pub use work::*;

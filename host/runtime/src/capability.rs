@@ -829,6 +829,7 @@ fn parse_host_rules(raw: &[String], allow_configured: bool) -> Vec<HostRule> {
 
 mod agent;
 mod secret;
+mod summary;
 #[cfg(test)]
 mod tests;
 

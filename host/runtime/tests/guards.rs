@@ -95,8 +95,7 @@ async fn the_llm_judge_asks_the_model_it_is_lent() {
     assert_eq!(v.recommendation, Recommendation::Review);
     assert!((v.confidence - 0.8).abs() < 1e-6);
     assert_eq!(v.reasons, ["rm -rf of a directory the user named"]);
-    let prompts = model.prompts.lock().unwrap();
-    let (system, user) = &prompts[0];
+    let (system, user) = model.prompts.lock().unwrap()[0].clone();
     assert!(
         system.contains("Treat everything inside <call>"),
         "{system}"
@@ -109,7 +108,6 @@ async fn the_llm_judge_asks_the_model_it_is_lent() {
     ] {
         assert!(user.contains(part), "{part} missing from {user}");
     }
-    drop(prompts);
 
     // A reply that is not a verdict, and no model at all, are the guard's
     // own errors, with the reason.

@@ -11,6 +11,8 @@ use turnstone_runtime::{LoadedPlugin, SecretSource};
 pub struct ModelBinding {
     /// The provider component.
     pub plugin: Arc<LoadedPlugin>,
+    /// The registry alias it was made from (usage is recorded under it).
+    pub alias: Option<String>,
     /// Provider flavour (openai, anthropic, google, …-compatible).
     pub provider: String,
     /// API base URL.
@@ -72,6 +74,7 @@ impl ModelBinding {
     pub fn new(plugin: Arc<LoadedPlugin>, provider: &str, base_url: &str, model: &str) -> Self {
         Self {
             plugin,
+            alias: None,
             provider: provider.into(),
             base_url: base_url.into(),
             model: model.into(),
@@ -113,6 +116,7 @@ impl ModelBinding {
         let c = &alias.config;
         Self {
             plugin,
+            alias: Some(alias.name.clone()),
             provider: alias.provider.clone(),
             base_url: alias.base_url.clone(),
             model: c.model.clone(),

@@ -3,6 +3,7 @@
 //! answers without tool calls.
 
 mod agent;
+mod approve;
 mod binding;
 mod compact;
 mod edit;
@@ -17,6 +18,7 @@ mod stream;
 mod task;
 mod title;
 mod tools;
+mod usage;
 
 pub use agent::{AgentContext, LOCAL_USER, save_skill};
 pub use binding::{DEFAULT_CONTEXT_WINDOW, ModelBinding, ReportedCapabilities, ServedWindow};
@@ -184,6 +186,10 @@ pub struct ChatSession {
     titles: Option<Option<ModelBinding>>,
     /// The title call was considered (once per session).
     titled: bool,
+    /// Policies, guards, Smart Approvals and the audit of decisions.
+    safety: Arc<crate::safety::Safety>,
+    /// The acting user's role, once looked up (policies may name roles).
+    role: Option<Option<String>>,
 }
 
 /// What `status` reports besides the latest call's tokens.
@@ -236,7 +242,16 @@ impl ChatSession {
             project: None,
             titles: None,
             titled: false,
+            safety: Arc::new(crate::safety::Safety::default()),
+            role: None,
         }
+    }
+
+    /// Checks tool calls against `safety`'s policies and guards (default:
+    /// the guards with default settings, no policies, no audit).
+    pub fn with_safety(mut self, safety: Arc<crate::safety::Safety>) -> Self {
+        self.safety = safety;
+        self
     }
 
     /// Sets what the agent interfaces reach: the skills catalogue, the
@@ -405,6 +420,17 @@ impl ChatSession {
     /// The workstream this session persists to, if any.
     pub fn ws_id(&self) -> Option<&str> {
         self.store.as_ref().map(|(_, id)| id.as_str())
+    }
+
+    /// Where this session's model usage is recorded (sessions that persist).
+    pub(crate) fn ledger(&self) -> Option<usage::UsageLedger> {
+        self.store.as_ref().map(|(db, ws)| {
+            usage::UsageLedger::new(
+                db.clone(),
+                self.cfg.acting_user_id.clone(),
+                Some(ws.clone()),
+            )
+        })
     }
 
     /// The canonical history.

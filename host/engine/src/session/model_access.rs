@@ -11,22 +11,32 @@ use turnstone_runtime::ModelAccess;
 use turnstone_runtime::plugin::ProviderEventSink;
 use turnstone_runtime::provider_types as wit;
 
-/// The session's primary binding, as a [`ModelAccess`].
-pub(super) struct SessionModel {
-    pub(super) binding: ModelBinding,
-    pub(super) cancel: tokio_util::sync::CancellationToken,
+/// The session's primary binding (or the judge's), as a [`ModelAccess`].
+pub(crate) struct SessionModel {
+    pub(crate) binding: ModelBinding,
+    pub(crate) cancel: tokio_util::sync::CancellationToken,
+    /// Where the call's usage is recorded, and as what.
+    pub(crate) usage: Option<(super::usage::UsageLedger, super::usage::Purpose)>,
 }
 
 #[derive(Default)]
-struct TextOnly(Mutex<String>);
+struct TextOnly {
+    text: Mutex<String>,
+    usage: Mutex<Option<wit::Usage>>,
+}
 
 impl ProviderEventSink for TextOnly {
     fn event(&self, event: wit::StreamEvent) -> bool {
-        if let wit::StreamEvent::TextDelta(t) = event {
-            self.0
+        match event {
+            wit::StreamEvent::TextDelta(t) => self
+                .text
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .push_str(&t);
+                .push_str(&t),
+            wit::StreamEvent::Usage(u) => {
+                *self.usage.lock().unwrap_or_else(|p| p.into_inner()) = Some(u);
+            }
+            _ => {}
         }
         true
     }
@@ -41,7 +51,9 @@ impl ModelAccess for SessionModel {
     ) -> futures::future::BoxFuture<'static, Result<String, String>> {
         let b = self.binding.clone();
         let cancel = self.cancel.clone();
+        let ledger = self.usage.clone();
         Box::pin(async move {
+            let started = std::time::Instant::now();
             let turns = [
                 Turn::text(Role::System, system),
                 Turn::text(Role::User, prompt),
@@ -67,12 +79,18 @@ impl ModelAccess for SessionModel {
                 Some(gate) => gate.clone().acquire_owned().await.ok(),
                 None => None,
             };
-            b.plugin
+            let outcome = b
+                .plugin
                 .provider_complete(&request, sink.clone(), b.secrets.clone(), Some(&cancel))
-                .await
+                .await;
+            if let Some((ledger, purpose)) = &ledger {
+                let usage = *sink.usage.lock().unwrap_or_else(|p| p.into_inner());
+                ledger.record(&b, usage.as_ref(), 0, started, *purpose);
+            }
+            outcome
                 .map_err(|e| e.to_string())?
                 .map_err(|e| e.message())?;
-            let text = std::mem::take(&mut *sink.0.lock().unwrap_or_else(|p| p.into_inner()));
+            let text = std::mem::take(&mut *sink.text.lock().unwrap_or_else(|p| p.into_inner()));
             Ok(text)
         })
     }

@@ -234,6 +234,7 @@ impl ChatSession {
 
     async fn attempt(&mut self, b: &ModelBinding) -> Result<Turn, AttemptError> {
         self.stream_started = false;
+        let started = std::time::Instant::now();
         // Wire order of the original (contract §3.4): thinking_start, then
         // state_change thinking, per model request.
         self.emit(Event::ThinkingStart);
@@ -293,6 +294,18 @@ impl ChatSession {
                 Some(&self.token),
             )
             .await;
+        // Every call that reached the provider is accounted, failed or not.
+        if let Some(ledger) = self.ledger() {
+            let purpose = if self.request_override.is_some() {
+                super::usage::Purpose::Compaction
+            } else if self.cfg.task.is_some() {
+                super::usage::Purpose::Agent
+            } else {
+                super::usage::Purpose::Turn
+            };
+            let acc = collector.acc();
+            ledger.record(b, acc.usage.as_ref(), acc.calls.len(), started, purpose);
+        }
         // One thinking_stop before the answer (here if nothing was answered),
         // stream_end, then a second thinking_stop, as the original sends them.
         collector.answer_started();

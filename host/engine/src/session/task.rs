@@ -69,6 +69,8 @@ pub(super) struct TaskSpawner {
     pub(super) always: AlwaysSet,
     /// The parent's turn: cancelling it cancels every sub-agent.
     pub(super) token: CancellationToken,
+    /// Policies, guards and audit, as the parent's.
+    pub(super) safety: Arc<crate::safety::Safety>,
 }
 
 fn invalid(msg: impl Into<String>) -> AgentError {
@@ -187,7 +189,8 @@ impl TaskSpawner {
         }
         let mut child = ChatSession::new(binding, self.tools.clone(), events, cfg)
             .with_fallbacks(fallbacks)
-            .with_agent(agent);
+            .with_agent(agent)
+            .with_safety(self.safety.clone());
         if let (Some(live), Some(a)) = (&self.live, alias) {
             child = child.with_live_models(live.clone(), Some(a));
         }
@@ -290,6 +293,7 @@ impl ChatSession {
             agent: self.agent.clone(),
             always: self.always.clone(),
             token: self.token.clone(),
+            safety: self.safety.clone(),
         })
     }
 }

@@ -74,6 +74,7 @@ impl ChatSession {
             model: SessionModel {
                 binding: binding.unwrap_or_else(|| self.binding.clone()),
                 cancel: tokio_util::sync::CancellationToken::new(),
+                usage: self.ledger().map(|l| (l, super::usage::Purpose::Title)),
             },
             db,
             ws_id,

@@ -6,9 +6,7 @@ use crate::repair::CANCELLED_UNKNOWN;
 use crate::truncate::{CHARS_PER_TOKEN, default_limit, effective_limit, truncate_output};
 use crate::turn::{ContentPart, EffectStatus, ToolCall, Turn};
 use std::sync::Arc;
-use turnstone_protocol::{
-    ApproveRequest, Decision, Event, Items, SessionState, ToolItem, ToolOutputChunk, ToolResult,
-};
+use turnstone_protocol::{Event, SessionState, ToolItem, ToolOutputChunk, ToolResult};
 use turnstone_runtime::provider_types as wit;
 use turnstone_runtime::{
     CallContext, CallError, LoadedPlugin, ModelAccess, SessionHost, ToolOutputSink, tool_error_text,
@@ -59,7 +57,7 @@ impl ToolOutputSink for Preparing {
 }
 
 /// A prepared call ready to execute.
-enum Runnable {
+pub(super) enum Runnable {
     /// A tool component with normalised arguments.
     Component(Arc<LoadedPlugin>, String),
     /// An MCP request.
@@ -168,14 +166,8 @@ impl ChatSession {
         let mut prepared: Vec<(ToolItem, Option<Runnable>)> = Vec::new();
         for call in calls {
             let mut item = ToolItem {
-                call_id: call.id.clone(),
-                header: call.name.clone(),
-                preview: None,
-                func_name: call.name.clone(),
-                approval_label: call.name.clone(),
-                needs_approval: false,
-                error: None,
                 agent: self.cfg.task.clone(),
+                ..ToolItem::new(call.id.clone(), call.name.clone())
             };
             if let Some(s) = skill.as_ref().filter(|s| !s.allows(&call.name)) {
                 item.error = Some(format!(
@@ -260,6 +252,7 @@ impl ChatSession {
                 Ok(Ok(p)) => {
                     item.header = p.header;
                     item.preview = p.body;
+                    item.grants = plugin.ctx.caps.summary();
                     item.needs_approval = p.needs_approval
                         && !self.cfg.skip_permissions
                         && !skill_approves
@@ -276,51 +269,28 @@ impl ChatSession {
                 }
             }
         }
-        let items: Vec<ToolItem> = prepared.iter().map(|(p, _)| p.clone()).collect();
+        // The administrator's policies, then the approval step.
+        self.apply_policies(&mut prepared).await;
+        let mut items: Vec<ToolItem> = prepared.iter().map(|(p, _)| p.clone()).collect();
         self.usage.tool_calls_this_turn += items.len() as u32;
         self.usage.tool_calls += items.len() as u32;
-        let asked = items.iter().any(|p| p.needs_approval);
-        self.emit(Event::ToolPending(Items {
-            items: items.clone(),
-        }));
-        // Approve: one cycle per batch that needs the user.
-        let mut approval = Decision {
-            approved: true,
-            ..Decision::default()
-        };
-        if asked {
-            self.state(SessionState::Attention);
-            let request = ApproveRequest {
-                cycle_id: crate::random_hex(),
-                items,
-                judge_pending: false,
-            };
-            let cycle_id = request.cycle_id.clone();
-            // Registered before it is announced: an answer cannot outrun it.
-            let answer = self.events.approvals().register(request.clone());
-            self.emit(Event::ApproveRequest(request));
-            approval = tokio::select! {
-                a = answer => a.unwrap_or_else(|_| Decision::deny()),
-                () = self.token.cancelled() => {
-                    self.events.approvals().forget(&cycle_id);
-                    Decision::deny()
-                }
-            };
-            if approval.approved && approval.always {
-                let mut always = self.always.lock().unwrap_or_else(|p| p.into_inner());
-                for (p, _) in &prepared {
-                    if p.needs_approval {
-                        always.insert(p.func_name.clone());
-                    }
-                }
+        let batch = self.approve_batch(&mut items, calls, &registry).await;
+        let approval = batch.decision;
+        let denied_by_judge = batch.by == super::approve::DecidedBy::Judge;
+        // The items as decided (errors from policies, verdicts for the record).
+        for ((p, run), item) in prepared.iter_mut().zip(&items) {
+            if item.error.is_some() {
+                *run = None;
             }
+            *p = item.clone();
+        }
+        // Output guards for the batch (one snapshot, like the tools).
+        let settings = self.safety.settings.clone();
+        let output_guards = Arc::new(if settings.enabled && settings.output_guard {
+            crate::safety::output::output_guards(&registry)
         } else {
-            self.emit(Event::ToolInfo(Items { items }));
-        }
-        // Execute, at most MAX_PARALLEL_TOOLS at once; results keep call order.
-        if asked {
-            self.state(SessionState::Running);
-        }
+            Vec::new()
+        });
         let limit = effective_limit(
             self.cfg
                 .tool_truncation
@@ -332,6 +302,7 @@ impl ChatSession {
         let model: Arc<dyn ModelAccess> = Arc::new(super::model_access::SessionModel {
             binding: self.binding.clone(),
             cancel: self.token.clone(),
+            usage: self.ledger().map(|l| (l, super::usage::Purpose::Tool)),
         });
         let jobs = prepared
             .into_iter()
@@ -345,12 +316,19 @@ impl ChatSession {
                 };
                 let denied = item.needs_approval && !approval.approved;
                 let feedback = feedback.clone();
+                let output_guards = output_guards.clone();
+                let settings = settings.clone();
                 let token = self.token.clone();
                 let model = model.clone();
                 let agent = agent.clone();
                 async move {
                     let mut effect = None;
                     let mut images = Vec::new();
+                    let runnable_ran = item.error.is_none()
+                        && matches!(
+                            runnable,
+                            Some(Runnable::Component(..) | Runnable::Mcp(_) | Runnable::Done(..))
+                        );
                     let (mut output, is_error) = if let Some(err) = item.error {
                         (err, true)
                     } else if token.is_cancelled() {
@@ -358,7 +336,12 @@ impl ChatSession {
                         (NOT_STARTED.to_string(), true)
                     } else if denied {
                         (
-                            "The user denied this tool call; it did not run.".to_string(),
+                            if denied_by_judge {
+                                "Smart Approvals denied this tool call on the intent judge's verdict; it did not run."
+                            } else {
+                                "The user denied this tool call; it did not run."
+                            }
+                            .to_string(),
                             true,
                         )
                     } else if let Some(Runnable::Done(out, is_error)) = runnable {
@@ -423,8 +406,26 @@ impl ChatSession {
                     } else {
                         ("Error: the call could not be prepared".to_string(), true)
                     };
+                    // What ran is reviewed before anyone sees it; a refusal
+                    // written by the host is not.
+                    let ran = effect.is_none() && !denied && runnable_ran;
+                    if ran && !output_guards.is_empty() {
+                        let reviewed = crate::safety::output::review(
+                            &output_guards,
+                            &settings,
+                            &call.id,
+                            &call.name,
+                            output,
+                        )
+                        .await;
+                        output = reviewed.output;
+                        if let Some(w) = reviewed.warning {
+                            events.emit(Event::OutputWarning(Box::new(w)));
+                        }
+                    }
                     if let Some(f) = feedback.filter(|f| !f.trim().is_empty()) {
-                        output.push_str(&format!("\n\nUser feedback: {f}"));
+                        let who = if denied_by_judge { "Intent judge" } else { "User" };
+                        output.push_str(&format!("\n\n{who} feedback: {f}"));
                     }
                     events.emit(Event::ToolResult(ToolResult {
                         call_id: call.id.clone(),
@@ -434,6 +435,7 @@ impl ChatSession {
                         accepted: None,
                         effect_status: None,
                         event_id: None,
+                        capabilities: None,
                     }));
                     let mut turn = Turn::tool_result(call, output, is_error);
                     turn.content

@@ -1,0 +1,126 @@
+//! The safety layer around tool calls: administrator tool policies checked
+//! before the approval step, intent verdicts from guard components on the
+//! approval card (a heuristic tier at once, an LLM tier in the background),
+//! Smart Approvals, output guards with optional redaction, and the audit
+//! rows of approval decisions. The guards are plugins (`kind = "guard"`), so
+//! they come from the session's plugin set and follow its hot reloads.
+
+pub mod judge;
+pub mod output;
+pub mod policy;
+
+use std::sync::Arc;
+use std::time::Duration;
+use turnstone_storage::Storage;
+use turnstone_storage::prelude::*;
+
+pub use judge::{SmartDecision, smart_decision};
+pub use policy::PolicyCache;
+
+/// `[judge]`: what the guards may do.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JudgeSettings {
+    /// Run the guards at all (heuristic judge and output guard).
+    pub enabled: bool,
+    /// Also ask the LLM judge (one model call per call awaiting approval).
+    pub llm: bool,
+    /// How long the LLM judge may take before its verdict is given up on
+    /// (the heuristic verdict stands).
+    pub timeout: Duration,
+    /// Let confident verdicts decide: a low-risk "approve" runs the call,
+    /// a "deny" refuses it; both audited. Off: verdicts only advise.
+    pub smart_approvals: bool,
+    /// How confident a verdict must be to decide (0–1).
+    pub confidence_threshold: f64,
+    /// Replace secrets found in tool output before the model sees it.
+    pub redact_output: bool,
+    /// Run output guards on tool results.
+    pub output_guard: bool,
+}
+
+impl Default for JudgeSettings {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            llm: false,
+            timeout: Duration::from_secs(30),
+            smart_approvals: false,
+            confidence_threshold: 0.8,
+            redact_output: false,
+            output_guard: true,
+        }
+    }
+}
+
+/// What every session of a node shares for safety.
+#[derive(Default)]
+pub struct Safety {
+    /// `[judge]`.
+    pub settings: JudgeSettings,
+    /// The `[judge] model` alias's binding (none: the session's model).
+    pub judge_binding: Option<crate::session::ModelBinding>,
+    /// Policies and audit rows (none: no policies, nothing audited).
+    pub db: Option<Storage>,
+    /// The policy table, cached.
+    pub policies: PolicyCache,
+}
+
+impl Safety {
+    /// The layer with these settings over `db`.
+    pub fn new(
+        settings: JudgeSettings,
+        judge_binding: Option<crate::session::ModelBinding>,
+        db: Option<Storage>,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            settings,
+            judge_binding,
+            db,
+            policies: PolicyCache::default(),
+        })
+    }
+
+    /// The policy deciding `tool` for a user of `role`, if any.
+    pub async fn policy_for(&self, tool: &str, role: Option<&str>) -> Option<ToolPolicy> {
+        let db = self.db.as_ref()?;
+        self.policies.decide(db, tool, role).await
+    }
+
+    /// The role of `user_id` (none: unknown, or no database).
+    pub async fn role_of(&self, user_id: Option<&str>) -> Option<String> {
+        let (db, user) = (self.db.as_ref()?, user_id?);
+        match db.get_user(user).await {
+            Ok(u) => u.map(|u| u.role),
+            Err(e) => {
+                tracing::warn!("cannot read the role of {user}: {e}");
+                None
+            }
+        }
+    }
+
+    /// Appends an audit row (a failure is logged: the decision it records
+    /// has been made either way).
+    pub async fn audit(
+        &self,
+        user_id: Option<&str>,
+        action: &str,
+        target: Option<&str>,
+        detail: serde_json::Value,
+    ) {
+        let Some(db) = self.db.clone() else {
+            return;
+        };
+        let entry = AuditEntry {
+            id: 0,
+            timestamp: String::new(),
+            user_id: user_id.map(str::to_string),
+            action: action.to_string(),
+            target: target.map(str::to_string),
+            detail: Some(detail.to_string()),
+            ip: None,
+        };
+        if let Err(e) = db.append_audit(&entry).await {
+            tracing::warn!(action = %entry.action, "cannot write the audit log: {e}");
+        }
+    }
+}
