@@ -703,6 +703,53 @@ impl PolicyAction {
     }
 }
 
+/// Compiles a policy's glob over tool names: letters, digits, `_`, `-`,
+/// `*` (any run), `?` (one character) and classes `[abc]` / `[!abc]` of
+/// tool-name characters, 1-128 characters in all. Runs of `*` are one `*`
+/// (tool names have no path separators to cross). The error says what is
+/// wrong.
+pub fn tool_glob(pattern: &str) -> Result<glob::Pattern, String> {
+    let bad = || {
+        format!(
+            "tool pattern {pattern:?} must be 1-128 characters of tool-name characters \
+             (letters, digits, _ and -), * and ?, and classes such as [abc] or [!abc]"
+        )
+    };
+    if pattern.is_empty() || pattern.len() > 128 {
+        return Err(bad());
+    }
+    let name_char = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+    let mut chars = pattern.chars().peekable();
+    let mut collapsed = String::with_capacity(pattern.len());
+    while let Some(c) = chars.next() {
+        match c {
+            '[' => {
+                collapsed.push('[');
+                if chars.peek() == Some(&'!') {
+                    collapsed.push('!');
+                    chars.next();
+                }
+                let mut n = 0;
+                loop {
+                    match chars.next() {
+                        Some(']') if n > 0 => break,
+                        Some(c) if name_char(c) => {
+                            collapsed.push(c);
+                            n += 1;
+                        }
+                        _ => return Err(bad()),
+                    }
+                }
+                collapsed.push(']');
+            }
+            '*' if collapsed.ends_with('*') => {}
+            c if name_char(c) || c == '*' || c == '?' => collapsed.push(c),
+            _ => return Err(bad()),
+        }
+    }
+    glob::Pattern::new(&collapsed).map_err(|e| format!("tool pattern {pattern:?}: {e}"))
+}
+
 /// A tool policy as stored.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ToolPolicy {
@@ -816,6 +863,29 @@ pub struct Attachment {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tool_globs_follow_the_documented_grammar() {
+        let m = |p: &str, name: &str| tool_glob(p).unwrap().matches(name);
+        assert!(m("mcp__github__*", "mcp__github__create_issue"));
+        assert!(m("mcp__**__create_*", "mcp__gitlab__create_mr"), "** is *");
+        assert!(m("read_?ile", "read_file"));
+        assert!(m("[!b]ash", "dash") && !m("[!b]ash", "bash"));
+        assert!(m("*", "anything"));
+        for bad in [
+            "",
+            "[",
+            "[]",
+            "[!]",
+            "a b",
+            "x/y",
+            "{a,b}",
+            "[a*]",
+            &"x".repeat(129),
+        ] {
+            assert!(tool_glob(bad).is_err(), "{bad:?}");
+        }
+    }
 
     #[test]
     fn stored_turn_reads_through_to_its_turn_and_serializes_flat() {

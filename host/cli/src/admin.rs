@@ -65,6 +65,15 @@ pub enum AdminAction {
         /// Token id (from list-tokens).
         token_id: String,
     },
+    /// Tool policies: allow, deny or ask per tool glob, optionally per role.
+    Policy {
+        #[command(subcommand)]
+        action: crate::admin_governance::PolicyAction,
+    },
+    /// Model usage (tokens, calls, latency) grouped by user, model and day.
+    Usage(crate::admin_governance::UsageArgs),
+    /// The audit log, newest first.
+    Audit(crate::admin_governance::AuditArgs),
 }
 
 /// Parses `read,write` into validated scopes.
@@ -168,6 +177,14 @@ pub async fn run(db: &Storage, action: &AdminAction, out: &mut impl Write) -> Re
                     role,
                 )
                 .await?;
+            crate::admin_governance::audit_cli(
+                db,
+                Some(&user.user_id),
+                "auth.user_create",
+                &user.username,
+                serde_json::json!({ "role": user.role }),
+            )
+            .await;
             writeln!(
                 out,
                 "created user {} ({}, role {})",
@@ -205,6 +222,14 @@ pub async fn run(db: &Storage, action: &AdminAction, out: &mut impl Write) -> Re
             let (raw, token) = db
                 .create_api_token(&uid, name, &scopes, expires.as_deref())
                 .await?;
+            crate::admin_governance::audit_cli(
+                db,
+                Some(&uid),
+                "auth.token_create",
+                &token.token_id,
+                serde_json::json!({ "user": user, "name": name, "scopes": token.scopes, "expires": token.expires }),
+            )
+            .await;
             writeln!(out, "{raw}")?;
             eprintln!(
                 "token {} for {user} (scopes {}{}) — shown once; store it now",
@@ -244,8 +269,19 @@ pub async fn run(db: &Storage, action: &AdminAction, out: &mut impl Write) -> Re
             if !db.revoke_api_token(token_id).await? {
                 bail!("no token with id {token_id:?}");
             }
+            crate::admin_governance::audit_cli(
+                db,
+                None,
+                "auth.token_revoke",
+                token_id,
+                serde_json::json!({}),
+            )
+            .await;
             writeln!(out, "revoked {token_id}")?;
         }
+        AdminAction::Policy { action } => crate::admin_governance::policy(db, action, out).await?,
+        AdminAction::Usage(a) => crate::admin_governance::usage(db, a, out).await?,
+        AdminAction::Audit(a) => crate::admin_governance::audit(db, a, out).await?,
     }
     Ok(())
 }

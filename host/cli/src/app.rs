@@ -219,6 +219,8 @@ pub struct App {
     pub watch_wake: Arc<tokio::sync::Notify>,
     /// The terminal's open workstreams, by id (where watch results go).
     pub open: OpenSessions,
+    /// Policies, guards and the audit of decisions, shared by every session.
+    pub safety: Arc<turnstone_engine::safety::Safety>,
 }
 
 /// Sessions of the workstreams the terminal has open, by workstream id.
@@ -350,6 +352,21 @@ impl App {
             Some(storage.clone()),
         );
         let task_budget = loaded.config.agents.budget()?;
+        let judge = &loaded.config.judge;
+        let judge_binding = match &judge.model {
+            Some(alias) => Some(
+                models
+                    .bindings(Some(alias))
+                    .with_context(|| format!("[judge] model {alias:?}"))?
+                    .0,
+            ),
+            None => None,
+        };
+        let safety = turnstone_engine::safety::Safety::new(
+            judge.settings()?,
+            judge_binding,
+            Some(storage.clone()),
+        );
         Ok(Self {
             loaded,
             models,
@@ -361,6 +378,7 @@ impl App {
             task_budget,
             watch_wake: Arc::new(tokio::sync::Notify::new()),
             open: Default::default(),
+            safety,
         })
     }
 
@@ -395,6 +413,7 @@ impl App {
             .with_fallbacks(fallbacks)
             .with_live_models(self.models.clone(), None)
             .with_storage(self.storage.clone(), ws_id)
+            .with_safety(self.safety.clone())
             .with_agent(turnstone_engine::session::AgentContext {
                 skills: Some(self.skills.clone()),
                 model_alias: Some(self.models.snapshot().default.clone()),

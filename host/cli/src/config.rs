@@ -43,6 +43,9 @@ pub struct HostConfig {
     /// `[notify]`: completion notifications.
     #[serde(default)]
     pub notify: NotifyConfig,
+    /// `[judge]`: the intent judge, Smart Approvals and the output guard.
+    #[serde(default)]
+    pub judge: JudgeConfig,
     /// `[models.*]` and `[model]`.
     #[serde(flatten)]
     pub models: turnstone_engine::models::ModelsConfig,
@@ -142,6 +145,72 @@ impl NotifyConfig {
     pub fn after(&self) -> Option<std::time::Duration> {
         (self.complete_after_secs > 0)
             .then(|| std::time::Duration::from_secs(self.complete_after_secs))
+    }
+}
+
+/// `[judge]`: what the guard components may do. The guards themselves are
+/// plugins (`judge-heuristic`, `judge-llm`, `output-guard`), enabled and
+/// disabled like any other.
+#[derive(Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct JudgeConfig {
+    /// Run the guards at all (default on).
+    pub enabled: bool,
+    /// Also ask the LLM judge about every call that waits for approval (one
+    /// extra model call each; default off).
+    pub llm: bool,
+    /// The model alias the LLM judge asks (default: the workstream's own).
+    pub model: Option<String>,
+    /// Seconds the LLM judge may take before its verdict is given up on
+    /// (default 30).
+    pub timeout_secs: f64,
+    /// Let confident verdicts decide (default off: verdicts only advise).
+    pub smart_approvals: bool,
+    /// How confident a verdict must be to decide, 0–1 (default 0.8).
+    pub confidence_threshold: f64,
+    /// Replace secrets found in tool output before the model sees it
+    /// (default off: the output is flagged, not changed).
+    pub redact_output: bool,
+    /// Run the output guards on tool results (default on).
+    pub output_guard: bool,
+}
+
+impl Default for JudgeConfig {
+    fn default() -> Self {
+        let d = turnstone_engine::safety::JudgeSettings::default();
+        Self {
+            enabled: d.enabled,
+            llm: d.llm,
+            model: None,
+            timeout_secs: d.timeout.as_secs_f64(),
+            smart_approvals: d.smart_approvals,
+            confidence_threshold: d.confidence_threshold,
+            redact_output: d.redact_output,
+            output_guard: d.output_guard,
+        }
+    }
+}
+
+impl JudgeConfig {
+    /// The settings, checked.
+    pub fn settings(&self) -> Result<turnstone_engine::safety::JudgeSettings> {
+        anyhow::ensure!(
+            self.timeout_secs.is_finite() && self.timeout_secs > 0.0 && self.timeout_secs <= 600.0,
+            "[judge] timeout_secs must be between 0 and 600"
+        );
+        anyhow::ensure!(
+            (0.0..=1.0).contains(&self.confidence_threshold),
+            "[judge] confidence_threshold must be between 0 and 1"
+        );
+        Ok(turnstone_engine::safety::JudgeSettings {
+            enabled: self.enabled,
+            llm: self.llm,
+            timeout: std::time::Duration::from_secs_f64(self.timeout_secs),
+            smart_approvals: self.smart_approvals,
+            confidence_threshold: self.confidence_threshold,
+            redact_output: self.redact_output,
+            output_guard: self.output_guard,
+        })
     }
 }
 

@@ -1,6 +1,7 @@
 //! `turnstone`: the host binary.
 
 mod admin;
+mod admin_governance;
 mod app;
 mod config;
 mod markdown;

@@ -158,6 +158,7 @@ pub async fn run(
             task_budget: app.task_budget,
             watch_wake: Some(watch_wake.clone()),
             notify_after: app.loaded.config.notify.after(),
+            safety: app.safety.clone(),
         },
         limits,
         metrics.clone(),

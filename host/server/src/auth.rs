@@ -67,6 +67,8 @@ pub const PERMISSIONS: &[&str] = &[
     "admin.skills",
     "admin.settings",
     "admin.audit",
+    "admin.policies",
+    "admin.usage",
 ];
 
 /// Permissions of a built-in role (`None` for an unknown role).

@@ -11,6 +11,7 @@
 //! - [`serve`]: listener, idle reaper and graceful shutdown.
 //! - [`web`]: the browser UI, embedded in the binary.
 
+pub mod audit;
 pub mod auth;
 pub mod error;
 pub mod events;

@@ -72,6 +72,8 @@ pub struct Deps {
     pub notify_after: Option<std::time::Duration>,
     /// Wakes the node's watch scheduler (none: watches are not available).
     pub watch_wake: Option<Arc<tokio::sync::Notify>>,
+    /// Policies, guards and the audit of decisions.
+    pub safety: Arc<turnstone_engine::safety::Safety>,
 }
 
 /// `[titles]`: whether new workstreams are named after their first
@@ -430,6 +432,7 @@ impl Manager {
             .with_fallbacks(fallbacks)
             .with_live_models(self.deps.models.clone(), Some(alias.to_string()))
             .with_storage(self.deps.db.clone(), ws_id)
+            .with_safety(self.deps.safety.clone())
             .with_agent(turnstone_engine::session::AgentContext {
                 skills: self.deps.skills.clone(),
                 model_alias: Some(alias.to_string()),

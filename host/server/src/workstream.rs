@@ -335,6 +335,16 @@ impl Core {
                 }));
                 return;
             }
+            Event::IntentVerdict(v) => {
+                self.emit(Event::IntentVerdict(v.clone()));
+                self.emit_global(&GlobalEvent::IntentVerdict(
+                    turnstone_protocol::GlobalIntentVerdict {
+                        ws_id: self.ws_id.clone(),
+                        verdict: *v,
+                    },
+                ));
+                return;
+            }
             Event::ApprovalResolved(r) => {
                 self.emit(Event::ApprovalResolved(r.clone()));
                 self.emit_global(&GlobalEvent::ApprovalResolved(GlobalApprovalResolved {

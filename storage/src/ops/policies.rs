@@ -25,19 +25,8 @@ pub(crate) fn check_policy(p: &crate::types::NewToolPolicy) -> crate::error::Res
             p.name
         ));
     }
-    let pattern_ok = !p.tool_pattern.is_empty()
-        && p.tool_pattern.len() <= 128
-        && p.tool_pattern
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "_-*?[]!".contains(c));
-    if !pattern_ok {
-        return bad(format!(
-            "tool pattern {:?} must be 1-128 characters of tool-name letters and the glob characters * ? [ ] !",
-            p.tool_pattern
-        ));
-    }
-    if let Err(e) = glob::Pattern::new(&p.tool_pattern) {
-        return bad(format!("tool pattern {:?}: {e}", p.tool_pattern));
+    if let Err(e) = crate::types::tool_glob(&p.tool_pattern) {
+        return bad(e);
     }
     if let Some(role) = &p.role
         && (role.is_empty()

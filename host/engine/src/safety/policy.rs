@@ -44,7 +44,7 @@ impl PolicyCache {
                 .into_iter()
                 .filter(|p| p.enabled)
                 .filter_map(|p| {
-                    glob::Pattern::new(&p.tool_pattern)
+                    turnstone_storage::types::tool_glob(&p.tool_pattern)
                         .map(|glob| Rule { policy: p, glob })
                         .ok()
                 })

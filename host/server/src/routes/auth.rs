@@ -288,8 +288,10 @@ fn session_response(
 pub(crate) async fn setup(
     State(state): State<AppState>,
     headers: HeaderMap,
+    addr: Option<axum::Extension<axum::extract::ConnectInfo<std::net::SocketAddr>>>,
     body: axum::body::Bytes,
 ) -> Result<Response, ApiError> {
+    let ip = addr.map(|axum::Extension(axum::extract::ConnectInfo(a))| a.ip());
     let b: SetupBody = parse(&body)?;
     passwords::validate_username(&b.username).map_err(bad_request)?;
     if b.password.chars().count() < passwords::MIN_PASSWORD_CHARS {
@@ -323,6 +325,15 @@ pub(crate) async fn setup(
         Err(turnstone_storage::StorageError::DuplicateUsername(_)) => return Err(done()),
         Err(e) => return Err(e.into()),
     };
+    crate::audit::record(
+        &state.db,
+        Some(&user.user_id),
+        ip,
+        "auth.setup",
+        Some(&user.username),
+        serde_json::json!({ "role": user.role }),
+    )
+    .await;
     session_response(
         &state,
         &headers,
@@ -348,9 +359,27 @@ pub(crate) async fn login(
     if let Some(token) = b.token.filter(|t| !t.is_empty()) {
         throttle.attempt(ip, None).map_err(throttled)?;
         let Some((tok, user)) = state.db.verify_api_token(&token).await? else {
+            crate::audit::record(
+                &state.db,
+                None,
+                ip,
+                "auth.login_failed",
+                None,
+                serde_json::json!({ "method": "token" }),
+            )
+            .await;
             return Err(invalid());
         };
         throttle.succeeded(ip, None);
+        crate::audit::record(
+            &state.db,
+            Some(&user.user_id),
+            ip,
+            "auth.login",
+            Some(&user.username),
+            serde_json::json!({ "method": "token", "token_id": tok.token_id }),
+        )
+        .await;
         let scopes = tok.scopes.iter().filter_map(|s| Scope::parse(s)).collect();
         return session_response(&state, &headers, &user, scopes, "token");
     }
@@ -375,9 +404,31 @@ pub(crate) async fn login(
     match user {
         Some(u) if ok => {
             throttle.succeeded(ip, Some(&username));
+            crate::audit::record(
+                &state.db,
+                Some(&u.user_id),
+                ip,
+                "auth.login",
+                Some(&u.username),
+                serde_json::json!({ "method": "password" }),
+            )
+            .await;
             session_response(&state, &headers, &u, auth::role_scopes(&u.role), "password")
         }
-        _ => Err(invalid()),
+        u => {
+            // A failed attempt names the account tried (and its id when it
+            // exists); the throttle bounds how many such rows a flood leaves.
+            crate::audit::record(
+                &state.db,
+                u.as_ref().map(|u| u.user_id.as_str()),
+                ip,
+                "auth.login_failed",
+                Some(&username),
+                serde_json::json!({ "method": "password", "known_user": u.is_some() }),
+            )
+            .await;
+            Err(invalid())
+        }
     }
 }
 

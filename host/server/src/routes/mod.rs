@@ -3,6 +3,8 @@
 
 mod attachments;
 mod auth;
+mod governance;
+mod governance_types;
 mod info;
 mod info_types;
 mod mcp_servers;
@@ -275,6 +277,16 @@ pub fn api() -> axum::Router<AppState> {
             "/api/admin/mcp-servers",
             get(mcp_servers::list).post(mcp_servers::create),
         )
+        .route(
+            "/api/admin/policies",
+            get(governance::list_policies).post(governance::create_policy),
+        )
+        .route(
+            "/api/admin/policies/{policy_id}",
+            axum::routing::put(governance::update_policy).delete(governance::delete_policy),
+        )
+        .route("/api/admin/usage", get(governance::usage))
+        .route("/api/admin/audit", get(governance::audit))
         .route(
             "/api/admin/mcp-servers/{name}",
             axum::routing::put(mcp_servers::update).delete(mcp_servers::delete),

@@ -3,8 +3,8 @@
 //! the UI bundle (no CDN).
 
 use super::{
-    attachments, auth, info, mcp_servers, memories, notify, plugins, previews, skills, sse, work,
-    ws,
+    attachments, auth, governance, info, mcp_servers, memories, notify, plugins, previews, skills,
+    sse, work, ws,
 };
 use crate::http::AppState;
 use axum::Json;
@@ -57,12 +57,16 @@ impl Modify for Security {
         plugins::revoke, plugins::set_config, plugins::reload_one, plugins::reload_all, plugins::install,
         plugins::uninstall, plugins::audit,
         mcp_servers::list, mcp_servers::create, mcp_servers::update, mcp_servers::delete,
+        governance::list_policies, governance::create_policy, governance::update_policy,
+        governance::delete_policy, governance::usage, governance::audit,
         skills::admin_list, skills::create, skills::update, skills::delete, skills::versions,
     ),
     components(schemas(
         super::ErrorBody, super::RetryBody, crate::error::WireError,
         protocol::Op, protocol::InputPart, protocol::Decision,
         protocol::Event, protocol::WsEvent, protocol::GlobalEvent,
+        protocol::Verdict, protocol::OutputWarning, protocol::Annotation, protocol::CapabilityAudit,
+        protocol::FileTouch, protocol::HostTouch, protocol::ProcessTouch,
         protocol::SessionState, protocol::ToolItem, protocol::Text, protocol::Message,
         protocol::Reason, protocol::Connected, protocol::StateChange, protocol::UserTurn,
         protocol::MessageQueued, protocol::Status, protocol::Items, protocol::ApproveRequest,

@@ -24,6 +24,7 @@ pub(crate) async fn create(
     Extension(id): Extension<Identity>,
     req: axum::extract::Request,
 ) -> Result<Json<CreateResponse>, ApiError> {
+    let ip = crate::http::client_ip(&req);
     let multipart = req
         .headers()
         .get(axum::http::header::CONTENT_TYPE)
@@ -58,7 +59,17 @@ pub(crate) async fn create(
             Err(e) => return Err(crate::http::body_error(e)),
         }
     };
-    create_inner(&state, &id, &body, files).await.map(Json)
+    let created = create_inner(&state, &id, &body, files).await?;
+    crate::audit::record(
+        &state.db,
+        Some(&id.user_id),
+        ip,
+        "workstream.create",
+        Some(&created.ws_id),
+        serde_json::json!({ "name": created.name, "resumed": created.resumed }),
+    )
+    .await;
+    Ok(Json(created))
 }
 
 /// Largest JSON body of `/new` (the multipart variant has its own limits).
@@ -412,6 +423,7 @@ pub(crate) async fn cancel(
 pub(crate) async fn close(
     State(state): State<AppState>,
     Extension(id): Extension<Identity>,
+    addr: Option<Extension<axum::extract::ConnectInfo<std::net::SocketAddr>>>,
     Path(ws_id): Path<String>,
     body: axum::body::Bytes,
 ) -> Result<Json<StatusOk>, ApiError> {
@@ -420,6 +432,15 @@ pub(crate) async fn close(
     let w = loaded(&state, &id, &ws_id)?;
     let reason = b.reason.unwrap_or_else(|| "closed".into());
     node(&state)?.mgr.unload(&w.core.ws_id, &reason).await;
+    crate::audit::record(
+        &state.db,
+        Some(&id.user_id),
+        addr.map(|Extension(axum::extract::ConnectInfo(a))| a.ip()),
+        "workstream.close",
+        Some(&w.core.ws_id),
+        serde_json::json!({ "reason": reason }),
+    )
+    .await;
     Ok(StatusOk::ok())
 }
 
@@ -440,12 +461,22 @@ pub(crate) async fn open(
 pub(crate) async fn delete_ws(
     State(state): State<AppState>,
     Extension(id): Extension<Identity>,
+    addr: Option<Extension<axum::extract::ConnectInfo<std::net::SocketAddr>>>,
     Path(ws_id): Path<String>,
 ) -> Result<Json<DeleteResponse>, ApiError> {
     let node = node(&state)?;
-    visible_row(&state, &id, &ws_id).await?;
+    let row = visible_row(&state, &id, &ws_id).await?;
     node.mgr.unload(&ws_id, "deleted").await;
     let deleted = state.db.delete_workstream(&ws_id).await?;
+    crate::audit::record(
+        &state.db,
+        Some(&id.user_id),
+        addr.map(|Extension(axum::extract::ConnectInfo(a))| a.ip()),
+        "workstream.delete",
+        Some(&ws_id),
+        serde_json::json!({ "deleted": deleted, "owner": row.user_id, "name": row.name }),
+    )
+    .await;
     Ok(Json(DeleteResponse { deleted }))
 }
 
