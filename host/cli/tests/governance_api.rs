@@ -196,6 +196,35 @@ async fn policies_usage_and_audit_through_the_api() {
         .await;
     assert_eq!(s, 200, "{v}");
     events.turn_end().await;
+    // The accepted result carries what bash touched; the history keeps it,
+    // and the verdict the call was approved on sits on the assistant's call.
+    let (_, history) = srv
+        .call(
+            "GET",
+            &format!("/v1/api/workstreams/{ws}/history"),
+            Some(&operator),
+            None,
+        )
+        .await;
+    let msgs = history["messages"].as_array().unwrap();
+    let tool = msgs
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "tool")
+        .unwrap_or_else(|| panic!("{history}"));
+    assert_eq!(
+        tool["capabilities"]["processes"][0]["program"], "bash",
+        "{tool}"
+    );
+    let call = msgs
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "assistant" && m["tool_calls"].is_array())
+        .unwrap();
+    assert_eq!(
+        call["tool_calls"][0]["verdict"]["tier"], "heuristic",
+        "{call}"
+    );
 
     // Usage: one row per model call, by user and model.
     let (s, usage) = srv

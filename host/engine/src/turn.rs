@@ -81,7 +81,7 @@ pub struct ProviderNative {
 }
 
 /// Side metadata, invisible to the model.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct TurnMeta {
     /// Provenance, e.g. `operator` on system turns or `compaction`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -95,6 +95,15 @@ pub struct TurnMeta {
     /// The assistant text was cut short by a cancel.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub interrupted: bool,
+    /// Tool turns: what the call touched at the sandbox boundary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capabilities: Option<turnstone_protocol::CapabilityAudit>,
+    /// Tool turns: the intent verdict the call was approved or denied on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<Box<turnstone_protocol::Verdict>>,
+    /// Tool turns: what the output guard flagged (`kind:label`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub output_flags: Vec<String>,
 }
 
 /// One canonical turn.

@@ -468,11 +468,20 @@ async fn secrets_in_tool_output_are_flagged_and_redacted_before_the_model_sees_t
     let result = events
         .iter()
         .find_map(|e| match e {
-            Event::ToolResult(r) => Some(r.output.clone()),
+            Event::ToolResult(r) => Some(r.clone()),
             _ => None,
         })
         .unwrap();
-    assert!(!result.contains(key), "{result}");
+    assert!(!result.output.contains(key), "{}", result.output);
+    // The host's record of what the call touched comes with the result.
+    let caps = result.capabilities.expect("a capability audit");
+    assert_eq!(caps.files.len(), 1, "{caps:?}");
+    assert_eq!(
+        caps.files[0].path,
+        f.ws.join("creds.txt").display().to_string()
+    );
+    assert_eq!(caps.files[0].access, "read");
+    assert!(caps.hosts.is_empty() && caps.processes.is_empty());
     // The warning is announced before the result.
     let kinds = f.recorder.kinds();
     let warn_at = kinds.iter().position(|k| *k == "output_warning").unwrap();

@@ -183,6 +183,21 @@ impl LoadedPlugin {
         sink: Arc<dyn ToolOutputSink>,
         cancel: Option<&CancellationToken>,
     ) -> Result<ToolResult, CallError> {
+        self.execute_audited(tool, arguments, ctx, sink, cancel)
+            .await
+            .map(|(r, _)| r)
+    }
+
+    /// [`LoadedPlugin::execute`], with the call's capability audit: what it
+    /// opened, contacted, started and was refused, as the host saw it.
+    pub async fn execute_audited(
+        &self,
+        tool: &str,
+        arguments: &str,
+        ctx: &CallContext,
+        sink: Arc<dyn ToolOutputSink>,
+        cancel: Option<&CancellationToken>,
+    ) -> Result<(ToolResult, crate::audit::Touched), CallError> {
         let pre = self.tool_pre()?;
         self.run(sink, cancel, async |store| {
             store.data_mut().session_id = Some(ctx.session_id.clone());
@@ -202,7 +217,7 @@ impl LoadedPlugin {
                     }
                 }
             }
-            Ok(result)
+            Ok((result, store.data().audit.snapshot()))
         })
         .await
     }

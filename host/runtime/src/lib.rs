@@ -11,6 +11,7 @@
 //! misbehaving call fails alone.
 
 pub mod adapt;
+pub mod audit;
 pub mod bindings;
 pub mod cache;
 pub mod call;
@@ -78,6 +79,8 @@ fn base_linker(engine: &Engine) -> wasmtime::Result<Linker<HostState>> {
     // Guests built with std import WASI p2 whether or not their world names it;
     // what they can reach is decided by the per-call WasiCtx.
     wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+    // Files a call opens, creates or removes go into its capability audit.
+    crate::host::fs_audit::add_to_linker(&mut linker)?;
     wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
     Ok(linker)
 }

@@ -113,6 +113,8 @@ pub struct HostState {
     pub(crate) session_id: Option<String>,
     /// The tool call being executed (sub-agents and previews belong to it).
     pub(crate) call_id: Option<String>,
+    /// What this call touched at the sandbox boundary.
+    pub(crate) audit: crate::audit::AuditRecorder,
 }
 
 impl HostState {
@@ -142,8 +144,10 @@ impl HostState {
                 .map_err(std::io::Error::other)?;
         }
         let limiter = MemoryLimiter::new(plugin.limits.memory_bytes);
+        let audit = crate::audit::AuditRecorder::default();
         Ok(Self {
-            hooks: EgressHooks::new(plugin.clone()),
+            hooks: EgressHooks::new(plugin.clone(), audit.clone()),
+            audit,
             plugin,
             wasi: builder.build(),
             table: ResourceTable::new(),

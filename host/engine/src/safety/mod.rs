@@ -17,6 +17,45 @@ use turnstone_storage::prelude::*;
 pub use judge::{SmartDecision, smart_decision};
 pub use policy::PolicyCache;
 
+/// A call's capability audit on the wire.
+pub fn capability_audit(
+    t: turnstone_runtime::audit::Touched,
+) -> turnstone_protocol::CapabilityAudit {
+    use turnstone_protocol as p;
+    p::CapabilityAudit {
+        files: t
+            .files
+            .into_iter()
+            .map(|f| p::FileTouch {
+                path: f.path,
+                access: f.access.to_string(),
+                denied: f.denied,
+            })
+            .collect(),
+        hosts: t
+            .hosts
+            .into_iter()
+            .map(|h| p::HostTouch {
+                host: h.host,
+                method: h.method,
+                denied: h.denied,
+            })
+            .collect(),
+        processes: t
+            .processes
+            .into_iter()
+            .map(|x| p::ProcessTouch {
+                program: x.program,
+                args: x.args,
+                denied: x.denied,
+            })
+            .collect(),
+        secrets: t.secrets,
+        denials: t.denials,
+        dropped: t.dropped,
+    }
+}
+
 /// `[judge]`: what the guards may do.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JudgeSettings {

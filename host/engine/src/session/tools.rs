@@ -315,6 +315,11 @@ impl ChatSession {
                     ..ctx.clone()
                 };
                 let denied = item.needs_approval && !approval.approved;
+                let verdict = crate::safety::judge::effective(
+                    item.heuristic_verdict.as_ref(),
+                    item.judge_verdict.as_ref(),
+                )
+                .cloned();
                 let feedback = feedback.clone();
                 let output_guards = output_guards.clone();
                 let settings = settings.clone();
@@ -324,6 +329,8 @@ impl ChatSession {
                 async move {
                     let mut effect = None;
                     let mut images = Vec::new();
+                    let mut touched = None;
+                    let mut output_flags = Vec::new();
                     let runnable_ran = item.error.is_none()
                         && matches!(
                             runnable,
@@ -387,10 +394,11 @@ impl ChatSession {
                                 session: agent,
                             });
                             match plugin
-                                .execute(&call.name, &args, &ctx, sink, Some(&token))
+                                .execute_audited(&call.name, &args, &ctx, sink, Some(&token))
                                 .await
                             {
-                                Ok(r) => {
+                                Ok((r, t)) => {
+                                    touched = Some(crate::safety::capability_audit(t));
                                     if supports_vision {
                                         images = r.images;
                                     }
@@ -420,6 +428,7 @@ impl ChatSession {
                         .await;
                         output = reviewed.output;
                         if let Some(w) = reviewed.warning {
+                            output_flags = w.flags.clone();
                             events.emit(Event::OutputWarning(Box::new(w)));
                         }
                     }
@@ -435,7 +444,7 @@ impl ChatSession {
                         accepted: None,
                         effect_status: None,
                         event_id: None,
-                        capabilities: None,
+                        capabilities: touched.clone().map(Box::new),
                     }));
                     let mut turn = Turn::tool_result(call, output, is_error);
                     turn.content
@@ -444,6 +453,9 @@ impl ChatSession {
                             url: Some(format!("data:{};base64,{}", i.media_type, i.data_base64)),
                         }));
                     turn.meta.effect = effect;
+                    turn.meta.capabilities = touched;
+                    turn.meta.verdict = verdict.map(Box::new);
+                    turn.meta.output_flags = output_flags;
                     turn
                 }
             });

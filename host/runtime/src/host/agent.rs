@@ -179,6 +179,7 @@ impl HostState {
     ) -> crate::bindings::v0_1_0::host::turnstone::plugin::types::CapabilityError {
         self.plugin.counters.denial();
         tracing::warn!(plugin = %self.plugin.name, "{d}");
+        self.audit.denial(d.to_string());
         super::denial_to_wit(d)
     }
 

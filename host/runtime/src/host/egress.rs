@@ -31,17 +31,20 @@ pub struct EgressHooks {
     /// `HttpRequestDenied`, so the host adds the reason (with its grant
     /// hint) to a failed tool result.
     denials: Vec<String>,
+    /// The call's capability audit.
+    audit: crate::audit::AuditRecorder,
 }
 
 /// At most this many denial reasons are kept per call.
 const MAX_DENIALS: usize = 4;
 
 impl EgressHooks {
-    pub(crate) fn new(plugin: Arc<PluginContext>) -> Self {
+    pub(crate) fn new(plugin: Arc<PluginContext>, audit: crate::audit::AuditRecorder) -> Self {
         Self {
             plugin,
             call_secrets: None,
             denials: Vec::new(),
+            audit,
         }
     }
 
@@ -65,6 +68,7 @@ fn substitute(
     call_secrets: Option<&Arc<dyn SecretSource>>,
     value: &str,
     to: &Destination<'_>,
+    used: &mut Vec<String>,
 ) -> Result<Option<String>, String> {
     if !value.contains(SECRET_PREFIX) {
         return Ok(None);
@@ -87,6 +91,7 @@ fn substitute(
             .or_else(|| plugin.secrets.secret(name))
             .ok_or_else(|| format!("secret {name} is granted but not set on the host"))?;
         out.push_str(&secret);
+        used.push(name.to_string());
         rest = &after[end + SECRET_SUFFIX.len()..];
     }
     out.push_str(rest);
@@ -120,6 +125,7 @@ impl WasiHttpHooks for EgressHooks {
             .caps
             .check_http(&host, port)
             .map_err(|d| d.to_string());
+        let mut used = Vec::new();
         let decision = decision.and_then(|access| {
             for (name, value) in request.headers_mut().iter_mut() {
                 let Ok(text) = value.to_str() else { continue };
@@ -137,7 +143,9 @@ impl WasiHttpHooks for EgressHooks {
                     host: &host,
                     port,
                 };
-                if let Some(new) = substitute(&plugin, self.call_secrets.as_ref(), text, &to)? {
+                if let Some(new) =
+                    substitute(&plugin, self.call_secrets.as_ref(), text, &to, &mut used)?
+                {
                     let mut v = HeaderValue::from_str(&new)
                         .map_err(|_| "secret is not a valid header value".to_string())?;
                     v.set_sensitive(true);
@@ -152,6 +160,22 @@ impl WasiHttpHooks for EgressHooks {
         {
             self.denials.push(reason.clone());
         }
+        // A public-only request is recorded once the address is screened.
+        let audit = self.audit.clone();
+        let target = format!("{host}:{port}");
+        let method = request.method().to_string();
+        if decision != Ok(HttpAccess::PublicOnly) {
+            audit.host(
+                target.clone(),
+                method.clone(),
+                decision.as_ref().err().cloned(),
+            );
+        }
+        if decision.is_ok() {
+            for name in &used {
+                self.audit.secret(name);
+            }
+        }
         Box::new(async move {
             let access = match decision {
                 Ok(a) => a,
@@ -164,8 +188,12 @@ impl WasiHttpHooks for EgressHooks {
             use http_body_util::BodyExt;
             if access == HttpAccess::PublicOnly {
                 let addr = match plugin.network.screen(&host, port).await {
-                    Ok(a) => a,
+                    Ok(a) => {
+                        audit.host(target, method, None);
+                        a
+                    }
                     Err(e) => {
+                        audit.host(target, method, Some(e.to_string()));
                         plugin.counters.denial();
                         tracing::warn!(plugin = %plugin.name, %uri, "{e}");
                         return Err(match e {

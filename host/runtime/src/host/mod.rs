@@ -3,6 +3,7 @@
 pub mod agent;
 pub mod background;
 pub mod egress;
+pub(crate) mod fs_audit;
 pub mod kv;
 pub mod process;
 pub mod readahead;
@@ -74,6 +75,7 @@ impl config::Host for HostState {
             Err(d) => {
                 self.plugin.counters.denial();
                 tracing::warn!(plugin = %self.plugin.name, "{d}");
+                self.audit.denial(d.to_string());
                 Ok(Err(denial_to_wit(&d)))
             }
         }
@@ -110,6 +112,11 @@ impl config::Host for HostState {
             Err(d) => {
                 self.plugin.counters.denial();
                 tracing::warn!(plugin = %self.plugin.name, "{d}");
+                self.audit.host(
+                    format!("{host}:{port}"),
+                    "(preflight)".into(),
+                    Some(d.to_string()),
+                );
                 Ok(Err(denial_to_wit(&d)))
             }
             Ok(crate::capability::HttpAccess::Granted) => Ok(Ok(())),
@@ -176,6 +183,7 @@ impl tool::turnstone::plugin::model::Host for HostState {
         if let Err(d) = self.plugin.caps.check_model() {
             self.plugin.counters.denial();
             tracing::warn!(plugin = %self.plugin.name, "{d}");
+            self.audit.denial(d.to_string());
             return Ok(Err(ModelError::Denied(denial_to_wit(&d))));
         }
         let Some(model) = self.tool_sink.model() else {

@@ -106,7 +106,18 @@ fn pump(
 const BASE_ENV: &[&str] = &["PATH", "LANG", "TERM"];
 
 fn spawn(state: &mut HostState, cmd: Command) -> Result<ChildProcess, ProcessError> {
-    spawn_for(&state.plugin, cmd)
+    let (program, args) = (cmd.program.clone(), cmd.args.clone());
+    let result = spawn_for(&state.plugin, cmd);
+    let denied = match &result {
+        Ok(_) => None,
+        Err(ProcessError::Denied(d)) => Some(format!(
+            "{} denied: {}; {}",
+            d.capability, d.detail, d.grant_hint
+        )),
+        Err(ProcessError::SpawnFailed(m)) => Some(format!("spawn failed: {m}")),
+    };
+    state.audit.process(&program, &args, denied);
+    result
 }
 
 /// Spawns `cmd` with `plugin`'s grants: the program, variables and working

@@ -350,10 +350,48 @@ pub(crate) async fn saved(
     }))
 }
 
+/// The side metadata of a stored turn (JSON object, or null).
+fn meta_of(t: &StoredTurn) -> Value {
+    t.turn
+        .meta
+        .as_deref()
+        .and_then(|m| serde_json::from_str::<Value>(m).ok())
+        .unwrap_or(Value::Null)
+}
+
+/// The verdict each tool call was decided on, by call id (kept with the
+/// tool's result row; `/history` shows it on the assistant's call, where
+/// the contract has it).
+fn verdicts(turns: &[StoredTurn]) -> std::collections::HashMap<String, Value> {
+    turns
+        .iter()
+        .filter_map(|t| {
+            let id = t.turn.tool_call_id.clone()?;
+            let v = meta_of(t).get("verdict").filter(|v| !v.is_null())?.clone();
+            Some((
+                id,
+                serde_json::json!({
+                    "risk_level": v["risk_level"],
+                    "recommendation": v["recommendation"],
+                    "confidence": v["confidence"],
+                    "intent_summary": v["intent_summary"],
+                    "tier": v["tier"],
+                    "reasoning": v["reasoning"],
+                }),
+            ))
+        })
+        .collect()
+}
+
 /// A stored turn as a `/history` message.
-fn message(t: &StoredTurn, sender: Option<&str>) -> HistoryMessage {
+fn message(
+    t: &StoredTurn,
+    sender: Option<&str>,
+    verdicts: &std::collections::HashMap<String, Value>,
+) -> HistoryMessage {
     let t_ = &t.turn;
     let tool_result = t_.tool_call_id.is_some();
+    let meta = meta_of(t);
     HistoryMessage {
         role: t_.role.as_str().to_string(),
         content: t_.content.clone(),
@@ -362,8 +400,25 @@ fn message(t: &StoredTurn, sender: Option<&str>) -> HistoryMessage {
         tool_calls: t_
             .tool_calls
             .as_deref()
-            .and_then(|c| serde_json::from_str::<Value>(c).ok()),
+            .and_then(|c| serde_json::from_str::<Value>(c).ok())
+            .map(|mut calls| {
+                if let Some(list) = calls.as_array_mut() {
+                    for c in list {
+                        let v = c["id"].as_str().and_then(|id| verdicts.get(id));
+                        if let (Some(v), Some(o)) = (v, c.as_object_mut()) {
+                            o.insert("verdict".into(), v.clone());
+                        }
+                    }
+                }
+                calls
+            }),
         tool_call_id: t_.tool_call_id.clone(),
+        capabilities: tool_result
+            .then(|| meta.get("capabilities").filter(|c| !c.is_null()).cloned())
+            .flatten(),
+        output_flags: tool_result
+            .then(|| meta.get("output_flags").filter(|c| !c.is_null()).cloned())
+            .flatten(),
         name: tool_result.then(|| t_.tool_name.clone()),
         is_error: tool_result.then_some(t_.is_error),
         reasoning: t_
@@ -412,9 +467,10 @@ pub(crate) async fn history(
         )));
     }
     let skip = turns.len().saturating_sub(limit);
+    let verdicts = verdicts(&turns[skip..]);
     let messages = turns[skip..]
         .iter()
-        .map(|t| message(t, row.user_id.as_deref()))
+        .map(|t| message(t, row.user_id.as_deref(), &verdicts))
         .collect();
     Ok(Json(HistoryBody {
         ws_id,

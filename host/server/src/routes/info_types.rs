@@ -280,6 +280,15 @@ pub(crate) struct HistoryMessage {
     /// Tool results: the call answered.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<String>,
+    /// Tool results: what the call touched at the sandbox boundary
+    /// (`CapabilityAudit`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<turnstone_protocol::CapabilityAudit>)]
+    pub capabilities: Option<serde_json::Value>,
+    /// Tool results: what the output guard flagged (`kind:label`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<String>>)]
+    pub output_flags: Option<serde_json::Value>,
     /// Tool results: the tool.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<String>)]
