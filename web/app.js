@@ -91,6 +91,7 @@ async function startApp() {
   $("#theme").onclick = () => applyTheme(document.documentElement.dataset.theme === "dark" ? "light" : "dark");
   document.addEventListener("keydown", onGlobalKey);
   if (window.initConsole) initConsole(state.me);
+  if (window.initGovernance) initGovernance(state.me);
   await refreshRoster();
   connectGlobal(1000);
   const saved = JSON.parse(localStorage.getItem("turnstone.layout") || "[]");
@@ -383,7 +384,8 @@ class Pane {
       this.cur = null;
       (m.tool_calls || []).forEach((c) => this.toolBox(c.id, `${c.name}: ${c.arguments}`));
     } else if (m.role === "tool") {
-      this.toolResult(m.tool_call_id, m.name, m.content || "", m.is_error);
+      this.toolResult(m.tool_call_id, m.name, m.content || "", m.is_error, m.capabilities);
+      if (m.output_flags && m.output_flags.length) Safety.warning(this.toolBox(m.tool_call_id, m.name), m.output_flags, false, "");
     }
   }
 
@@ -442,8 +444,10 @@ class Pane {
         break;
       }
       case "approval_resolved": this.resolveCard(e); break;
+      case "intent_verdict": Safety.judgeArrived(this.log, e); break;
+      case "output_warning": Safety.warning(this.toolBox(e.call_id, e.func_name), e.flags, e.redacted, e.reasoning); break;
       case "tool_output_chunk": this.toolChunk(e.call_id, e.chunk); break;
-      case "tool_result": if (!e.accepted) this.toolResult(e.call_id, e.name, e.output, e.is_error); break;
+      case "tool_result": if (!e.accepted) this.toolResult(e.call_id, e.name, e.output, e.is_error, e.capabilities); break;
       case "status":
         $(".status-line", this.el).textContent =
           `${e.prompt_tokens} prompt + ${e.completion_tokens} completion tokens · context ${e.pct}% of ${Math.round(e.context_window / 1000)}k`;
@@ -713,12 +717,13 @@ class Pane {
   toolChunk(callId, chunk) {
     const d = this.toolBox(callId, callId);
     d.open = true;
-    d.lastChild.textContent += chunk;
+    d.querySelector(":scope > pre").textContent += chunk;
   }
 
-  toolResult(callId, name, output, isError) {
+  toolResult(callId, name, output, isError, capabilities) {
     const d = this.toolBox(callId, name || callId);
-    d.lastChild.textContent = output;
+    d.querySelector(":scope > pre").textContent = output;
+    Safety.capabilities(d, capabilities);
     d.classList.toggle("failed", !!isError);
     d.classList.add("done");
     d.open = false;
@@ -736,6 +741,7 @@ class Pane {
         "⚙ " + it.header + (it.error ? " — " + it.error : "");
       if (it.agent) h.classList.add("from-agent");
       c.append(h);
+      Safety.decorateItem(c, it, e.judge_pending);
       if (it.preview) {
         const pre = document.createElement("pre");
         for (const line of it.preview.split("\n")) {

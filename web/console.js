@@ -33,6 +33,7 @@ function initConsole(me) {
 function showConsole(on) {
   $("#console").classList.toggle("hidden", !on);
   $("#panes").classList.toggle("hidden", on);
+  $("#governance").classList.add("hidden");
   $("#console-toggle").textContent = on ? "Workstreams" : "Plugins";
   history.replaceState(null, "", on ? "#plugins" : location.pathname);
   clearInterval(consoleState.timer);

@@ -41,11 +41,16 @@ try {
   const card = pane.locator(".approval");
   await card.waitFor({ timeout: 30000 });
   assert.match(await card.locator(".hdr").first().textContent(), /echo streamed-from-bash/);
+  // The heuristic judge's verdict and what bash may touch sit on the card.
+  await card.locator('.verdict[data-tier="heuristic"]').waitFor();
+  assert.match(await card.locator(".grants").textContent(), /exec bash/);
   await pane.locator(".dot.attention").waitFor();
   await card.locator("button.approve-approve").click();
   await pane.locator(".approval.resolved").waitFor();
   // Tool output streamed into its box; the final answer rendered as markdown with math.
   await pane.locator(".tool pre", { hasText: "streamed-from-bash" }).waitFor({ state: "attached", timeout: 30000 });
+  // Under the tool box: what the call touched (bash was started).
+  await pane.locator(".tool .capabilities li.cap-exec", { hasText: "bash" }).waitFor({ state: "attached" });
   const answer = pane.locator(".msg.assistant", { hasText: "The command printed" });
   await answer.waitFor({ timeout: 30000 });
   await answer.locator("strong", { hasText: "streamed-from-bash" }).waitFor();
@@ -61,6 +66,7 @@ try {
   await again.locator(".msg.assistant", { hasText: "The command printed" }).waitFor();
   await again.locator(".msg.user", { hasText: "please list the files" }).waitFor();
   await again.locator(".tool pre", { hasText: "streamed-from-bash" }).waitFor({ state: "attached" });
+  await again.locator(".tool .capabilities li.cap-exec", { hasText: "bash" }).waitFor({ state: "attached" });
   const after = (await again.locator(".log").innerText()).trim();
   for (const piece of ["please list the files", "The command printed"]) {
     assert.ok(before.includes(piece) && after.includes(piece), piece);

@@ -239,3 +239,53 @@ async fn the_preview_pane_shows_every_kind_and_the_page_stays_sandboxed() {
         srv.stderr.lock().unwrap()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_governance_console_manages_policies_and_shows_usage_and_audit() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/browser");
+    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+    assert!(
+        Path::new(&chromium).exists(),
+        "headless Chromium needed at {chromium}"
+    );
+    let srv = Server::start(Vec::new(), "", &[]).await;
+    let out = tokio::task::spawn_blocking({
+        let base = srv.base.clone();
+        move || {
+            Command::new("node")
+                .arg("governance.mjs")
+                .arg(base)
+                .env("CHROMIUM", chromium)
+                .current_dir(dir)
+                .output()
+        }
+    })
+    .await
+    .unwrap()
+    .expect("node runs");
+    assert!(
+        out.status.success(),
+        "governance console test failed:\n{}\n{}\nserver: {:?}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+        srv.stderr.lock().unwrap()
+    );
+    // What the browser did is what the database holds.
+    let (s, login) = srv
+        .call(
+            "POST",
+            "/v1/api/auth/login",
+            None,
+            Some(serde_json::json!({"username": "ada", "password": "analytical-engine"})),
+        )
+        .await;
+    assert_eq!(s, 200, "{login}");
+    let admin = login["jwt"].as_str().unwrap().to_string();
+    let (s, v) = srv
+        .call("GET", "/v1/api/admin/policies", Some(&admin), None)
+        .await;
+    assert_eq!(s, 200);
+    assert_eq!(v["policies"][0]["name"], "no-github-writes");
+    assert_eq!(v["policies"][0]["enabled"], false);
+    assert_eq!(v["policies"][0]["role"], "operator");
+}
