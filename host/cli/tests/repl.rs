@@ -154,10 +154,15 @@ fn approvals_yes_no_with_feedback_and_always() {
     let mut p = env.pty(&[]);
 
     line(&mut p, "write a");
+    // The heuristic judge's verdict and what the tool may touch, then the diff.
+    p.expect("heuristic: low risk · approve").unwrap();
+    p.expect("may touch: files rw ").unwrap();
     p.expect("+x").unwrap(); // the diff preview
     p.expect("approve [y/n/a] › ").unwrap();
     line(&mut p, "y");
     p.expect("✓ write_file").unwrap();
+    // What the call touched, as the host recorded it.
+    p.expect("↳ write ").unwrap();
     p.expect("wrote a").unwrap();
     assert!(env.ws().join("a.txt").exists());
 

@@ -187,6 +187,18 @@ impl WsUi {
             if let Some(e) = &it.error {
                 out.push(self.colored("31", &format!("  {e}")));
             }
+            for v in [&it.heuristic_verdict, &it.judge_verdict]
+                .into_iter()
+                .flatten()
+            {
+                out.push(self.verdict_line(v));
+            }
+            if let Some(p) = &it.policy {
+                out.push(self.dim(&format!("  policy: {p}")));
+            }
+            if it.needs_approval && !it.grants.is_empty() {
+                out.push(self.dim(&format!("  may touch: {}", it.grants.join(" · "))));
+            }
             if let Some(p) = &it.preview {
                 for l in p.lines().take(200) {
                     out.push(format!("  {}", self.diff_line(l)));
@@ -197,6 +209,32 @@ impl WsUi {
             "approve? y = yes · n = no · a = always for this tool — add text after the letter to tell the model why",
         ));
         out
+    }
+
+    /// One verdict: risk, advice, confidence, tier, and why.
+    fn verdict_line(&self, v: &turnstone_protocol::Verdict) -> String {
+        let color = match v.risk_level.as_str() {
+            "low" => "32",
+            "medium" => "33",
+            _ => "31",
+        };
+        let who = if v.tier == "llm" {
+            "judge"
+        } else {
+            "heuristic"
+        };
+        let head = format!(
+            "  {who}: {} risk · {} ({:.0}%)",
+            v.risk_level,
+            v.recommendation,
+            v.confidence * 100.0
+        );
+        let why: String = v.reasoning.chars().take(160).collect();
+        format!(
+            "{} {}",
+            self.colored(color, &head),
+            self.dim(&format!("— {why}"))
+        )
     }
 
     fn diff_line(&self, l: &str) -> String {
@@ -274,7 +312,32 @@ impl WsUi {
                 }
                 Event::ToolOutputChunk(c) => self.on_tool_output_chunk(&c.call_id, &c.chunk),
                 Event::ToolResult(r) => {
-                    self.on_tool_result(&r.call_id, &r.name, &r.output, r.is_error)
+                    self.on_tool_result(&r.call_id, &r.name, &r.output, r.is_error);
+                    if let Some(caps) = r.capabilities.as_deref().filter(|c| !c.is_empty()) {
+                        let out = caps
+                            .lines()
+                            .into_iter()
+                            .map(|l| self.dim(&format!("  ↳ {l}")))
+                            .collect();
+                        self.emit(out);
+                    }
+                }
+                Event::IntentVerdict(v) => {
+                    let line = format!("{} ({})", self.verdict_line(&v), v.func_name);
+                    self.emit(vec![line]);
+                }
+                Event::OutputWarning(w) => {
+                    let line = format!(
+                        "⚠ {}: {}{}",
+                        w.func_name,
+                        w.flags.join(", "),
+                        if w.redacted {
+                            " — redacted before the model saw it"
+                        } else {
+                            ""
+                        }
+                    );
+                    self.emit(vec![self.colored("33", &line)]);
                 }
                 Event::Status(st) => {
                     lock(&self.render).status =
