@@ -102,6 +102,10 @@ pub async fn load_plugins(
         .with_context(|| format!("workspace {}", workspace.display()))?;
     let mut plugins = cfg.plugins.clone();
     plugins.dirs.extend(flags.plugin_dirs.iter().cloned());
+    // A trusted key that does not parse is a configuration error, said now.
+    plugins
+        .signature_policy()
+        .context("[plugins] trusted_keys")?;
     let cache_dir = flags
         .cache_dir
         .clone()

@@ -8,6 +8,7 @@ mod markdown;
 mod mcp_cli;
 mod plugins_admin;
 mod plugins_cmd;
+mod plugins_sign;
 mod repl;
 mod serve_cmd;
 
@@ -141,6 +142,8 @@ enum PluginsAction {
     },
     #[command(flatten)]
     Admin(plugins_admin::AdminAction),
+    #[command(flatten)]
+    Sign(plugins_sign::SignAction),
 }
 
 impl Cli {
@@ -190,6 +193,28 @@ async fn main() -> Result<()> {
     let started = Instant::now();
     match &cli.command {
         Some(Command::Plugins {
+            action: PluginsAction::Sign(action),
+        }) => {
+            let mut out = std::io::stdout().lock();
+            match action {
+                plugins_sign::SignAction::Keygen { out: path, force } => {
+                    plugins_sign::keygen(path, *force, &mut out)?
+                }
+                plugins_sign::SignAction::Sign { path, key } => {
+                    plugins_sign::sign(path, key, &mut out)?
+                }
+                plugins_sign::SignAction::Verify { path, trusted_keys } => {
+                    let (cfg, _) = config::load(cli.config.as_deref())?;
+                    let keys = if trusted_keys.is_empty() {
+                        cfg.plugins.trusted_keys.clone()
+                    } else {
+                        trusted_keys.clone()
+                    };
+                    plugins_sign::verify(path, &keys, &mut out)?
+                }
+            }
+        }
+        Some(Command::Plugins {
             action: PluginsAction::Admin(action),
         }) => {
             let (cfg, _) = config::load(cli.config.as_deref())?;
@@ -215,7 +240,7 @@ async fn main() -> Result<()> {
                 PluginsAction::Info { name } => {
                     plugins_cmd::info(&loaded.registry(), &loaded.mcp, name, &mut out)?
                 }
-                PluginsAction::Admin(_) => {}
+                PluginsAction::Admin(_) | PluginsAction::Sign(_) => {}
             }
         }
         Some(Command::Tool { name, args }) => {

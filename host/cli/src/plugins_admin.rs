@@ -344,7 +344,8 @@ pub async fn run(
             manifest,
             replace,
         } => {
-            let (text, wasm) = read_plugin(path, manifest.as_deref()).await?;
+            let (text, wasm, signature) = read_plugin(path, manifest.as_deref()).await?;
+            let signatures = loaded.options.config.signature_policy()?;
             let root = loaded
                 .options
                 .config
@@ -356,8 +357,12 @@ pub async fn run(
                 db,
                 &loaded.registry(),
                 &who,
-                &text,
-                wasm,
+                turnstone_server::plugins::Upload {
+                    manifest: &text,
+                    wasm,
+                    signature: signature.as_deref(),
+                },
+                &signatures,
                 *replace,
             )
             .await?;
@@ -426,7 +431,12 @@ fn merge(grant: &mut Capabilities, add: Capabilities) {
 }
 
 /// Manifest text and component bytes from a plugin directory or a .wasm + manifest.
-async fn read_plugin(path: &Path, manifest: Option<&Path>) -> Result<(String, Vec<u8>)> {
+/// The manifest text, component bytes and (when there is one beside the
+/// manifest) `plugin.sig` of a plugin to install.
+async fn read_plugin(
+    path: &Path,
+    manifest: Option<&Path>,
+) -> Result<(String, Vec<u8>, Option<String>)> {
     let (manifest_path, wasm_path) = if path.is_dir() {
         let mp = path.join("plugin.toml");
         let text = tokio::fs::read_to_string(&mp)
@@ -446,5 +456,10 @@ async fn read_plugin(path: &Path, manifest: Option<&Path>) -> Result<(String, Ve
     let wasm = tokio::fs::read(&wasm_path)
         .await
         .with_context(|| format!("cannot read {}", wasm_path.display()))?;
-    Ok((text, wasm))
+    let sig_path = manifest_path
+        .parent()
+        .unwrap_or(Path::new("."))
+        .join(turnstone_runtime::signing::SIGNATURE_FILE);
+    let signature = tokio::fs::read_to_string(&sig_path).await.ok();
+    Ok((text, wasm, signature))
 }

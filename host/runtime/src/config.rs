@@ -72,9 +72,25 @@ pub struct PluginsConfig {
     /// Limit overrides by plugin name.
     #[serde(default)]
     pub limits: BTreeMap<String, LimitOverrides>,
+    /// Public keys (`ed25519:<base64>`) whose signatures are trusted
+    /// (`turnstone plugins keygen` prints one).
+    #[serde(default)]
+    pub trusted_keys: Vec<String>,
+    /// Load, hot-reload and install third-party plugins only with a valid
+    /// `plugin.sig` by a trusted key (built-ins are trusted by their install
+    /// path). Default off.
+    #[serde(default)]
+    pub require_signatures: bool,
 }
 
 impl PluginsConfig {
+    /// The signature policy; a malformed trusted key is an error naming it.
+    pub fn signature_policy(
+        &self,
+    ) -> Result<crate::signing::SignaturePolicy, crate::signing::SignatureError> {
+        crate::signing::SignaturePolicy::new(self.require_signatures, &self.trusted_keys)
+    }
+
     /// Where new plugins are installed (see [`PluginsConfig::install_dir`]).
     pub fn install_dir(&self) -> Option<PathBuf> {
         if let Some(d) = &self.install_dir {

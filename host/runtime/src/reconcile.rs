@@ -333,7 +333,29 @@ impl PassCtx<'_> {
                 return keep_or_fail(entry, prev_entry, reason);
             }
         };
-        let fingerprint = sha_hex(&[text.as_bytes(), &wasm, &ov.reload_seq.to_le_bytes()]);
+        // A signature that appears, changes or goes counts as a change.
+        let sig = tokio::fs::read_to_string(source.dir.join(crate::signing::SIGNATURE_FILE))
+            .await
+            .ok();
+        let fingerprint = sha_hex(&[
+            text.as_bytes(),
+            &wasm,
+            &ov.reload_seq.to_le_bytes(),
+            sig.as_deref().unwrap_or("").as_bytes(),
+        ]);
+        // With signatures required, a third-party plugin that is unsigned,
+        // tampered with or signed by an untrusted key does not load (an
+        // update that fails this leaves the old version serving).
+        let policy =
+            opts.config
+                .signature_policy()
+                .unwrap_or_else(|_| crate::signing::SignaturePolicy {
+                    required: true,
+                    trusted: Vec::new(),
+                });
+        if let Err(e) = policy.check(source.builtin, sig.as_deref(), text.as_bytes(), &wasm) {
+            return keep_or_fail(entry, prev_entry, format!("signature: {e}"));
+        }
         let mut config = opts.config.config.get(&name).cloned().unwrap_or_default();
         config.extend(ov.config.clone());
         let limits = opts.config.limits_with(&name, &manifest.limits);

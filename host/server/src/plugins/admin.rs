@@ -342,6 +342,8 @@ pub struct PluginAdmin {
     files: Mutex<()>,
     /// The node's MCP servers, reconciled from the same tables.
     mcp: Option<Arc<McpHub>>,
+    /// `[plugins] require_signatures` / `trusted_keys`, for installs.
+    signatures: turnstone_runtime::signing::SignaturePolicy,
     _watcher: Option<turnstone_runtime::reconcile::PluginWatcher>,
 }
 
@@ -361,6 +363,13 @@ impl PluginAdmin {
         opts: AdminOptions,
     ) -> Arc<Self> {
         let install_dir = options.config.install_dir();
+        // Validated at start-up; a bad key here fails closed.
+        let signatures = options.config.signature_policy().unwrap_or_else(|_| {
+            turnstone_runtime::signing::SignaturePolicy {
+                required: true,
+                trusted: Vec::new(),
+            }
+        });
         if let Some(d) = &install_dir
             && let Err(e) = tokio::fs::create_dir_all(d).await
         {
@@ -398,6 +407,7 @@ impl PluginAdmin {
             last_state: Mutex::new(state),
             files: Mutex::new(()),
             mcp,
+            signatures,
             _watcher: watcher,
         });
         tokio::spawn(persist_states(
@@ -567,6 +577,7 @@ impl PluginAdmin {
         actor: &Actor,
         manifest_text: &str,
         wasm: Vec<u8>,
+        signature: Option<&str>,
         replace: bool,
     ) -> Result<String, AdminError> {
         let root = self.install_dir.clone().ok_or_else(|| {
@@ -581,8 +592,12 @@ impl PluginAdmin {
                 &self.db,
                 &snap,
                 actor,
-                manifest_text,
-                wasm,
+                Upload {
+                    manifest: manifest_text,
+                    wasm,
+                    signature,
+                },
+                &self.signatures,
                 replace,
             )
             .await?
@@ -624,18 +639,47 @@ impl PluginAdmin {
 /// With `replace`, an installed third-party plugin of that name is upgraded
 /// in place (grant and state kept). Built-ins cannot be replaced.
 #[allow(clippy::too_many_arguments)]
+/// A plugin to install: its manifest text, component and signature file.
+pub struct Upload<'a> {
+    /// `plugin.toml`.
+    pub manifest: &'a str,
+    /// The component.
+    pub wasm: Vec<u8>,
+    /// `plugin.sig`, when signed.
+    pub signature: Option<&'a str>,
+}
+
+#[allow(clippy::too_many_arguments)]
 pub async fn install_plugin(
     runtime: &Runtime,
     root: &Path,
     db: &Storage,
     current: &turnstone_runtime::PluginRegistry,
     actor: &Actor,
-    manifest_text: &str,
-    wasm: Vec<u8>,
+    upload: Upload<'_>,
+    signatures: &turnstone_runtime::signing::SignaturePolicy,
     replace: bool,
 ) -> Result<String, AdminError> {
+    let Upload {
+        manifest: manifest_text,
+        wasm,
+        signature,
+    } = upload;
     let manifest = Manifest::parse(manifest_text, Path::new("plugin.toml"))
         .map_err(|e| AdminError::Invalid(e.to_string()))?;
+    // Required: a trusted signature; offered anyway: it must hold.
+    let checked = if signatures.required {
+        signatures.check(false, signature, manifest_text.as_bytes(), &wasm)
+    } else {
+        match signature {
+            Some(s) => {
+                turnstone_runtime::signing::verify(Some(s), manifest_text.as_bytes(), &wasm, None)
+                    .map(|_| ())
+            }
+            None => Ok(()),
+        }
+    };
+    checked.map_err(|e| AdminError::Invalid(format!("signature: {e}")))?;
     let name = manifest.plugin.name.clone();
     let existing = current.entry(&name).cloned();
     match &existing {
@@ -686,6 +730,7 @@ pub async fn install_plugin(
         manifest_text,
         &manifest.component_file(),
         &wasm,
+        signature,
     )
     .await
     .map_err(|e| AdminError::Io(format!("cannot write {}: {e}", dest.display())))?;
@@ -764,7 +809,9 @@ async fn write_plugin_dir(
     manifest: &str,
     component: &str,
     wasm: &[u8],
+    signature: Option<&str>,
 ) -> std::io::Result<()> {
+    use turnstone_runtime::signing::SIGNATURE_FILE;
     if !turnstone_runtime::manifest::valid_name(name)
         || component.contains('/')
         || component.contains("..")
@@ -773,6 +820,19 @@ async fn write_plugin_dir(
     }
     let dest = root.join(name);
     if dest.is_dir() {
+        // The signature first: a watcher that sees the new component sees
+        // its signature with it (a stale one would read as tampering).
+        match signature {
+            Some(sig) => {
+                let tmp = dest.join(format!(".{SIGNATURE_FILE}.tmp"));
+                tokio::fs::write(&tmp, sig).await?;
+                tokio::fs::rename(&tmp, dest.join(SIGNATURE_FILE)).await?;
+            }
+            None => match tokio::fs::remove_file(dest.join(SIGNATURE_FILE)).await {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            },
+        }
         for (file, bytes) in [(component, wasm), ("plugin.toml", manifest.as_bytes())] {
             let tmp = dest.join(format!(".{file}.tmp"));
             tokio::fs::write(&tmp, bytes).await?;
@@ -785,6 +845,9 @@ async fn write_plugin_dir(
     tokio::fs::create_dir_all(&stage).await?;
     tokio::fs::write(stage.join(component), wasm).await?;
     tokio::fs::write(stage.join("plugin.toml"), manifest).await?;
+    if let Some(sig) = signature {
+        tokio::fs::write(stage.join(SIGNATURE_FILE), sig).await?;
+    }
     tokio::fs::rename(&stage, &dest).await
 }
 

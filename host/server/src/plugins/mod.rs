@@ -18,8 +18,8 @@ mod admin;
 mod mcp;
 
 pub use admin::{
-    Actor, AdminError, AdminOptions, PluginAdmin, PluginStore, Subject, install_plugin, subtract,
-    uninstall_plugin,
+    Actor, AdminError, AdminOptions, PluginAdmin, PluginStore, Subject, Upload, install_plugin,
+    subtract, uninstall_plugin,
 };
 
 use std::collections::BTreeMap;

@@ -379,20 +379,24 @@ pub(crate) struct InstallQuery {
 
 /// The `manifest` and `component` parts of an install (a body over the
 /// limit is 413, a broken one 400; see `crate::error`).
-async fn install_parts(form: &mut Multipart) -> Result<(String, Vec<u8>), ApiError> {
+async fn install_parts(
+    form: &mut Multipart,
+) -> Result<(String, Vec<u8>, Option<String>), ApiError> {
     let mut manifest: Option<String> = None;
     let mut wasm: Option<Vec<u8>> = None;
+    let mut signature: Option<String> = None;
     while let Some(field) = form.next_field().await? {
         match field.name().unwrap_or_default() {
             "manifest" => manifest = Some(field.text().await?),
             "component" => wasm = Some(field.bytes().await?.to_vec()),
+            "signature" => signature = Some(field.text().await?),
             other => return Err(bad_request(format!("unexpected part {other:?}"))),
         }
     }
     let manifest =
         manifest.ok_or_else(|| bad_request("the `manifest` part (plugin.toml) is missing"))?;
     let wasm = wasm.ok_or_else(|| bad_request("the `component` part (.wasm) is missing"))?;
-    Ok((manifest, wasm))
+    Ok((manifest, wasm, signature))
 }
 
 #[utoipa::path(
@@ -400,7 +404,8 @@ async fn install_parts(form: &mut Multipart) -> Result<(String, Vec<u8>), ApiErr
     path = "/v1/api/admin/plugins/install",
     tag = "admin",
     summary = "Install (or upgrade) a plugin from an upload: multipart parts `manifest` \
-        (plugin.toml) and `component` (.wasm). New plugins land disabled with nothing granted; \
+        (plugin.toml), `component` (.wasm) and, when signed, `signature` (plugin.sig; required \
+        with [plugins] require_signatures). New plugins land disabled with nothing granted; \
         the answer lists what it requests for review.",
     params(InstallQuery),
     request_body(content = InstallForm, content_type = "multipart/form-data"),
@@ -424,10 +429,16 @@ pub(crate) async fn install(
     Query(q): Query<InstallQuery>,
     mut form: Multipart,
 ) -> Result<(StatusCode, Json<PluginView>), ApiError> {
-    let (manifest, wasm) = install_parts(&mut form).await?;
+    let (manifest, wasm, signature) = install_parts(&mut form).await?;
     let a = admin(&state, &id)?;
     let name = a
-        .install(&actor(&id, peer(addr)), &manifest, wasm, q.replace)
+        .install(
+            &actor(&id, peer(addr)),
+            &manifest,
+            wasm,
+            signature.as_deref(),
+            q.replace,
+        )
         .await?;
     Ok((StatusCode::CREATED, Json(view_of(&a, &name).await?)))
 }

@@ -544,6 +544,8 @@ pub(crate) struct InstallForm {
     /// The component (`.wasm`), at most 64 MiB.
     #[schema(value_type = String, format = Binary)]
     component: Vec<u8>,
+    /// `plugin.sig` (`turnstone plugins sign`), when signed.
+    signature: Option<String>,
 }
 
 /// Where a plugin is on this node.
