@@ -58,8 +58,8 @@ fn scrub(v: &mut Value) {
     match v {
         Value::Object(m) => {
             m.remove("ws_id");
-            // Ids minted at run time.
-            for key in ["cycle_id", "msg_id"] {
+            // Ids minted at run time, and how long a review took.
+            for key in ["cycle_id", "msg_id", "verdict_id", "latency_ms"] {
                 if let Some(x) = m.get_mut(key)
                     && !x.is_null()
                 {

@@ -61,6 +61,10 @@ pub struct RuntimeOptions {
     pub engine: EngineOptions,
     /// Directory for precompiled components; `None` disables the cache.
     pub cache_dir: Option<PathBuf>,
+    /// Leave files out of the capability audit (the linker keeps
+    /// wasmtime-wasi's filesystem functions unwrapped). Only for measuring
+    /// what the record costs; hosts keep the default.
+    pub without_file_audit: bool,
 }
 
 /// The plugin runtime: engine, epoch ticker, component cache and one linker per
@@ -75,13 +79,15 @@ pub struct Runtime {
     ticker: EpochTicker,
 }
 
-fn base_linker(engine: &Engine) -> wasmtime::Result<Linker<HostState>> {
+fn base_linker(engine: &Engine, file_audit: bool) -> wasmtime::Result<Linker<HostState>> {
     let mut linker = Linker::new(engine);
     // Guests built with std import WASI p2 whether or not their world names it;
     // what they can reach is decided by the per-call WasiCtx.
     wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
     // Files a call opens, creates or removes go into its capability audit.
-    crate::host::fs_audit::add_to_linker(&mut linker)?;
+    if file_audit {
+        crate::host::fs_audit::add_to_linker(&mut linker)?;
+    }
     wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
     Ok(linker)
 }
@@ -106,10 +112,10 @@ impl Runtime {
     pub fn new(opts: RuntimeOptions) -> Result<Self, RuntimeError> {
         let setup = |e: wasmtime::Error| RuntimeError::Engine(format!("{e:#}"));
         let engine = engine::build_engine(&opts.engine).map_err(setup)?;
-        let mut tool_linker = base_linker(&engine).map_err(setup)?;
+        let mut tool_linker = base_linker(&engine, !opts.without_file_audit).map_err(setup)?;
         tool::ToolPlugin::add_to_linker::<_, HasSelf<_>>(&mut tool_linker, |s| s).map_err(setup)?;
         add_agent_interfaces(&mut tool_linker).map_err(setup)?;
-        let mut provider_linker = base_linker(&engine).map_err(setup)?;
+        let mut provider_linker = base_linker(&engine, !opts.without_file_audit).map_err(setup)?;
         provider::ProviderPlugin::add_to_linker::<_, HasSelf<_>>(&mut provider_linker, |s| s)
             .map_err(setup)?;
         // 0.2.0 providers: what 0.2.0 adds to the 0.1.0 provider world (its
@@ -120,12 +126,12 @@ impl Runtime {
         >(&mut provider_linker, |s| s)
         .map_err(setup)?;
         add_agent_interfaces(&mut provider_linker).map_err(setup)?;
-        let mut channel_linker = base_linker(&engine).map_err(setup)?;
+        let mut channel_linker = base_linker(&engine, !opts.without_file_audit).map_err(setup)?;
         channel::ChannelPlugin::add_to_linker::<_, HasSelf<_>>(&mut channel_linker, |s| s)
             .map_err(setup)?;
         // Guards: the 0.1.0 host API and `model` (an LLM judge asks the
         // judge model), plus 0.2.0's agent interfaces.
-        let mut guard_linker = base_linker(&engine).map_err(setup)?;
+        let mut guard_linker = base_linker(&engine, !opts.without_file_audit).map_err(setup)?;
         crate::bindings::v0_1_0::host::HostApi::add_to_linker::<_, HasSelf<_>>(
             &mut guard_linker,
             |s| s,
