@@ -189,7 +189,9 @@ fn metadata_host(host: &str) -> bool {
 pub fn shell_rules(line: &str, scope: &Scope) -> Vec<Hit> {
     let mut hits = Vec::new();
     let cmds = commands(line);
-    if FORK_BOMB.is_match(line) {
+    // Every call runs in a fresh instance, so a pattern is compiled only
+    // when a literal it needs is on the line.
+    if (line.contains(":(") || line.contains(": (")) && FORK_BOMB.is_match(line) {
         hits.push(hit(
             "fork-bomb",
             Risk::Critical,
@@ -229,7 +231,8 @@ pub fn shell_rules(line: &str, scope: &Scope) -> Vec<Hit> {
         }
         command_rules(c, scope, &mut hits);
     }
-    if SUBSTITUTED_DOWNLOAD.is_match(line)
+    if (line.contains("curl") || line.contains("wget"))
+        && SUBSTITUTED_DOWNLOAD.is_match(line)
         && cmds.iter().any(|c| {
             SHELLS.contains(&c.program.as_str()) || c.program == "eval" || c.program == "source"
         })
@@ -242,7 +245,7 @@ pub fn shell_rules(line: &str, scope: &Scope) -> Vec<Hit> {
             "runs a downloaded script through a process substitution",
         ));
     }
-    if DEVICE_WRITE.is_match(line) {
+    if line.contains("/dev/") && DEVICE_WRITE.is_match(line) {
         hits.push(hit(
             "disk-overwrite",
             Risk::Critical,
@@ -251,7 +254,7 @@ pub fn shell_rules(line: &str, scope: &Scope) -> Vec<Hit> {
             "writes straight onto a disk device",
         ));
     }
-    if SYSTEM_WRITE.is_match(line) {
+    if (line.contains('>') || line.contains("tee")) && SYSTEM_WRITE.is_match(line) {
         hits.push(hit(
             "system-config-write",
             Risk::High,
@@ -260,7 +263,8 @@ pub fn shell_rules(line: &str, scope: &Scope) -> Vec<Hit> {
             "writes into a system directory",
         ));
     }
-    if SHELL_RC.is_match(line)
+    if (line.contains("rc") || line.contains("profile"))
+        && SHELL_RC.is_match(line)
         && (line.contains('>')
             || line.contains("tee ")
             || cmds
@@ -293,8 +297,7 @@ static HARMLESS_REDIRECT: LazyLock<Regex> =
     LazyLock::new(|| re(r"[0-9]?>>?\s*/dev/null|[0-9]?>&[0-9]|&>\s*/dev/null"));
 
 fn read_only(cmds: &[Command], line: &str) -> bool {
-    let cleaned = HARMLESS_REDIRECT.replace_all(line, "");
-    if cleaned.contains('>') {
+    if line.contains('>') && HARMLESS_REDIRECT.replace_all(line, "").contains('>') {
         return false;
     }
     cmds.iter().all(|c| match c.program.as_str() {
@@ -800,8 +803,28 @@ fn upload_rules(c: &Command, scope: &Scope, hits: &mut Vec<Hit>) {
     }
 }
 
+/// Literals one of which a credential path contains.
+const CREDENTIAL_HINTS: &[&str] = &[
+    ".ssh",
+    "id_",
+    ".aws",
+    "netrc",
+    "credentials",
+    ".docker",
+    ".kube",
+    "gnupg",
+    "npmrc",
+    "pypirc",
+    "pgpass",
+    "gcloud",
+    ".azure",
+    "shadow",
+    "sudoers",
+];
+
 fn credential_rules(text: &str, hits: &mut Vec<Hit>) {
-    if let Some(m) = CREDENTIAL_PATH.find(text) {
+    let maybe = CREDENTIAL_HINTS.iter().any(|h| text.contains(h));
+    if let Some(m) = maybe.then(|| CREDENTIAL_PATH.find(text)).flatten() {
         hits.push(hit(
             "credential-access",
             Risk::High,
@@ -812,7 +835,7 @@ fn credential_rules(text: &str, hits: &mut Vec<Hit>) {
                 m.as_str().trim_start_matches([' ', '/', '\'', '=', ':'])
             ),
         ));
-    } else if DOTENV.is_match(text) {
+    } else if text.contains(".env") && DOTENV.is_match(text) {
         hits.push(hit(
             "dotenv-access",
             Risk::Medium,
@@ -893,7 +916,7 @@ pub fn call_rules(tool: &str, arguments: &str, scope: &Scope) -> Vec<Hit> {
         .iter()
         .any(|w| tool.contains(w));
         credential_rules(&format!(" {path}"), &mut hits);
-        if SHELL_RC.is_match(path) && writes {
+        if writes && SHELL_RC.is_match(path) {
             hits.push(hit(
                 "shell-startup-modified",
                 Risk::High,

@@ -3,16 +3,31 @@
 //! not trip them; injection markers are phrases that address the model.
 
 use regex_lite::Regex;
-use std::sync::LazyLock;
+use std::sync::{LazyLock, OnceLock};
 use turnstone_plugin_sdk::guard::{Finding, FindingKind, Risk};
 
+/// One pattern. Every call runs in a fresh instance, so nothing compiled
+/// survives it: a pattern is compiled only when one of its literal
+/// `triggers` (lower case) occurs in the text, which most output never has.
 struct Pattern {
     label: &'static str,
     kind: Kind,
     risk: Risk,
-    regex: Regex,
+    source: &'static str,
+    regex: OnceLock<Regex>,
     /// Which capture group is the secret itself (0: the whole match).
     group: usize,
+    /// Each group must have one literal on the (lower-cased) text.
+    triggers: &'static [&'static [&'static str]],
+}
+
+impl Pattern {
+    fn regex(&self) -> &Regex {
+        self.regex.get_or_init(|| {
+            // The patterns are constants of this file, checked by the tests.
+            Regex::new(self.source).unwrap_or_else(|e| panic!("{}: {e}", self.label))
+        })
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -21,14 +36,22 @@ enum Kind {
     Injection,
 }
 
-fn p(label: &'static str, kind: Kind, risk: Risk, pattern: &str, group: usize) -> Pattern {
+fn p(
+    label: &'static str,
+    kind: Kind,
+    risk: Risk,
+    source: &'static str,
+    group: usize,
+    triggers: &'static [&'static [&'static str]],
+) -> Pattern {
     Pattern {
         label,
         kind,
         risk,
-        // The patterns are constants of this file, checked by the tests.
-        regex: Regex::new(pattern).unwrap_or_else(|e| panic!("{label}: {e}")),
+        source,
+        regex: OnceLock::new(),
         group,
+        triggers,
     }
 }
 
@@ -42,6 +65,7 @@ static PATTERNS: LazyLock<Vec<Pattern>> = LazyLock::new(|| {
             Critical,
             r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----(?:[\s\S]*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|[A-Za-z0-9+/=\s]{0,4096})",
             0,
+            &[&["-----begin"]],
         ),
         p(
             "aws-access-key-id",
@@ -49,6 +73,7 @@ static PATTERNS: LazyLock<Vec<Pattern>> = LazyLock::new(|| {
             High,
             r"\b((?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16})\b",
             1,
+            &[&["akia", "asia", "abia", "acca"]],
         ),
         p(
             "aws-secret-access-key",
@@ -56,6 +81,7 @@ static PATTERNS: LazyLock<Vec<Pattern>> = LazyLock::new(|| {
             Critical,
             r#"(?i)aws_?secret_?access_?key["']?\s*[:=]\s*["']?([A-Za-z0-9/+=]{40})\b"#,
             1,
+            &[&["secret"]],
         ),
         p(
             "github-token",
@@ -63,6 +89,7 @@ static PATTERNS: LazyLock<Vec<Pattern>> = LazyLock::new(|| {
             High,
             r"\b(gh[pousr]_[A-Za-z0-9]{36,255})\b",
             1,
+            &[&["ghp_", "gho_", "ghu_", "ghs_", "ghr_"]],
         ),
         p(
             "github-fine-grained-token",
@@ -70,6 +97,7 @@ static PATTERNS: LazyLock<Vec<Pattern>> = LazyLock::new(|| {
             High,
             r"\b(github_pat_[A-Za-z0-9_]{22,255})\b",
             1,
+            &[&["github_pat_"]],
         ),
         p(
             "gitlab-token",
@@ -77,6 +105,7 @@ static PATTERNS: LazyLock<Vec<Pattern>> = LazyLock::new(|| {
             High,
             r"\b(glpat-[A-Za-z0-9_-]{20,})\b",
             1,
+            &[&["glpat-"]],
         ),
         p(
             "slack-token",
@@ -84,6 +113,7 @@ static PATTERNS: LazyLock<Vec<Pattern>> = LazyLock::new(|| {
             High,
             r"\b(xox[abposr]-[A-Za-z0-9-]{10,})\b",
             1,
+            &[&["xox"]],
         ),
         p(
             "slack-webhook",
@@ -91,6 +121,7 @@ static PATTERNS: LazyLock<Vec<Pattern>> = LazyLock::new(|| {
             High,
             r"(https://hooks\.slack\.com/services/T[A-Za-z0-9_]+/B[A-Za-z0-9_]+/[A-Za-z0-9_]+)",
             1,
+            &[&["hooks.slack.com"]],
         ),
         p(
             "anthropic-api-key",
@@ -98,6 +129,7 @@ static PATTERNS: LazyLock<Vec<Pattern>> = LazyLock::new(|| {
             High,
             r"\b(sk-ant-[A-Za-z0-9_-]{20,})",
             1,
+            &[&["sk-ant-"]],
         ),
         p(
             "openai-api-key",
@@ -105,6 +137,7 @@ static PATTERNS: LazyLock<Vec<Pattern>> = LazyLock::new(|| {
             High,
             r"\b(sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,})",
             1,
+            &[&["sk-"]],
         ),
         p(
             "google-api-key",
@@ -112,6 +145,7 @@ static PATTERNS: LazyLock<Vec<Pattern>> = LazyLock::new(|| {
             High,
             r"\b(AIza[0-9A-Za-z_-]{35})\b",
             1,
+            &[&["aiza"]],
         ),
         p(
             "stripe-secret-key",
@@ -119,14 +153,23 @@ static PATTERNS: LazyLock<Vec<Pattern>> = LazyLock::new(|| {
             High,
             r"\b((?:sk|rk)_live_[0-9A-Za-z]{24,})\b",
             1,
+            &[&["_live_"]],
         ),
-        p("npm-token", Secret, High, r"\b(npm_[A-Za-z0-9]{36})\b", 1),
+        p(
+            "npm-token",
+            Secret,
+            High,
+            r"\b(npm_[A-Za-z0-9]{36})\b",
+            1,
+            &[&["npm_"]],
+        ),
         p(
             "jwt",
             Secret,
             High,
             r"\b(eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})",
             1,
+            &[&["eyj"]],
         ),
         p(
             "connection-string-password",
@@ -134,6 +177,7 @@ static PATTERNS: LazyLock<Vec<Pattern>> = LazyLock::new(|| {
             High,
             r"\b(?:postgres(?:ql)?|mysql|mariadb|mongodb(?:\+srv)?|redis|rediss|amqps?|mssql|sqlserver)://[^:@\s/]+:([^@\s/]{3,})@",
             1,
+            &[&["://"]],
         ),
         p(
             "bearer-token",
@@ -141,6 +185,7 @@ static PATTERNS: LazyLock<Vec<Pattern>> = LazyLock::new(|| {
             Medium,
             r"(?i)\bauthorization:\s*bearer\s+([A-Za-z0-9._~+/=-]{16,})",
             1,
+            &[&["bearer"]],
         ),
         p(
             "secret-assignment",
@@ -148,6 +193,24 @@ static PATTERNS: LazyLock<Vec<Pattern>> = LazyLock::new(|| {
             Medium,
             r#"(?i)\b(?:api[_-]?key|secret[_-]?key|access[_-]?token|auth[_-]?token|client[_-]?secret|password|passwd)["']?\s*[:=]\s*["']?([A-Za-z0-9/+_.~-]{12,})"#,
             1,
+            &[&[
+                "api_key",
+                "api-key",
+                "apikey",
+                "secret_key",
+                "secret-key",
+                "secretkey",
+                "access_token",
+                "access-token",
+                "accesstoken",
+                "auth_token",
+                "auth-token",
+                "authtoken",
+                "client_secret",
+                "client-secret",
+                "clientsecret",
+                "passw",
+            ]],
         ),
         p(
             "ignore-previous-instructions",
@@ -155,6 +218,18 @@ static PATTERNS: LazyLock<Vec<Pattern>> = LazyLock::new(|| {
             High,
             r"(?i)\b(?:ignore|disregard|forget|override)\s+(?:all\s+|any\s+|the\s+)?(?:previous|prior|above|earlier|preceding|system)\s+(?:instructions|prompts?|rules|messages|directions)",
             0,
+            &[
+                &["ignore", "disregard", "forget", "override"],
+                &[
+                    "previous",
+                    "prior",
+                    "above",
+                    "earlier",
+                    "preceding",
+                    "system",
+                ],
+                &["instruction", "prompt", "rule", "message", "direction"],
+            ],
         ),
         p(
             "role-reassignment",
@@ -162,6 +237,7 @@ static PATTERNS: LazyLock<Vec<Pattern>> = LazyLock::new(|| {
             Medium,
             r"(?i)\byou\s+are\s+now\s+(?:a|an|in|the)\b",
             0,
+            &[&["you"], &["now"]],
         ),
         p(
             "new-instructions",
@@ -169,6 +245,7 @@ static PATTERNS: LazyLock<Vec<Pattern>> = LazyLock::new(|| {
             Medium,
             r"(?i)(?:^|\n)\s*(?:new|updated|real)\s+(?:system\s+)?instructions\s*:",
             0,
+            &[&["instructions"]],
         ),
         p(
             "chat-template-tokens",
@@ -176,6 +253,7 @@ static PATTERNS: LazyLock<Vec<Pattern>> = LazyLock::new(|| {
             High,
             r"<\|(?:im_start|im_end|system|endoftext|start_header_id)\|>",
             0,
+            &[&["<|"]],
         ),
         p(
             "fake-role-tags",
@@ -183,6 +261,16 @@ static PATTERNS: LazyLock<Vec<Pattern>> = LazyLock::new(|| {
             Medium,
             r"(?i)</?(?:system|assistant)>|\[/?(?:INST|SYS)\]",
             0,
+            &[&[
+                "<system",
+                "</system",
+                "<assistant",
+                "</assistant",
+                "[inst",
+                "[/inst",
+                "[sys",
+                "[/sys",
+            ]],
         ),
         p(
             "conceal-from-user",
@@ -190,6 +278,7 @@ static PATTERNS: LazyLock<Vec<Pattern>> = LazyLock::new(|| {
             High,
             r"(?i)\b(?:do\s+not|don't|never)\s+(?:tell|inform|mention|reveal|show)\s+(?:this\s+to\s+)?the\s+user\b",
             0,
+            &[&["user"], &["tell", "inform", "mention", "reveal", "show"]],
         ),
         p(
             "exfiltration-instruction",
@@ -197,6 +286,10 @@ static PATTERNS: LazyLock<Vec<Pattern>> = LazyLock::new(|| {
             High,
             r"(?i)\b(?:send|post|upload|exfiltrate|forward)\s+(?:the\s+|all\s+|your\s+)?(?:contents?|secrets?|credentials?|api\s+keys?|tokens?|environment|env\s+vars?)\s+(?:of\s+\S+\s+)?to\s+(?:https?://|\S+@)",
             0,
+            &[
+                &["content", "secret", "credential", "api", "token", "env"],
+                &["send", "post", "upload", "exfiltrate", "forward"],
+            ],
         ),
     ]
 });
@@ -226,11 +319,49 @@ fn placeholder(value: &str) -> bool {
         .any(|w| v.contains(w))
 }
 
+/// Which trigger literals occur in `text` (ASCII case-insensitive), found
+/// in one pass: at each byte, only the literals starting with that byte are
+/// compared. Every call runs in a fresh instance, so this must be cheap to
+/// set up as well as to run.
+fn present(text: &str) -> std::collections::HashSet<&'static str> {
+    let mut by_first: Vec<Vec<&'static str>> = vec![Vec::new(); 256];
+    for lit in PATTERNS
+        .iter()
+        .flat_map(|p| p.triggers.iter().flat_map(|g| g.iter().copied()))
+    {
+        if let Some(&b) = lit.as_bytes().first() {
+            let bucket = &mut by_first[usize::from(b)];
+            if !bucket.contains(&lit) {
+                bucket.push(lit);
+            }
+        }
+    }
+    let bytes = text.as_bytes();
+    let mut found = std::collections::HashSet::new();
+    for (i, b) in bytes.iter().enumerate() {
+        for lit in &by_first[usize::from(b.to_ascii_lowercase())] {
+            let l = lit.as_bytes();
+            if bytes.len() - i >= l.len() && bytes[i..i + l.len()].eq_ignore_ascii_case(l) {
+                found.insert(*lit);
+            }
+        }
+    }
+    found
+}
+
 /// Every finding in `text`, by position; overlapping matches keep the first.
 pub fn scan(text: &str) -> Vec<Finding> {
     let mut found: Vec<Finding> = Vec::new();
+    let hits = present(text);
     for pat in PATTERNS.iter() {
-        for caps in pat.regex.captures_iter(text) {
+        if !pat
+            .triggers
+            .iter()
+            .all(|group| group.iter().any(|t| hits.contains(t)))
+        {
+            continue;
+        }
+        for caps in pat.regex().captures_iter(text) {
             let Some(m) = caps.get(pat.group).or_else(|| caps.get(0)) else {
                 continue;
             };
@@ -338,6 +469,22 @@ mod tests {
             let f = scan(text);
             assert_eq!(f.first().map(|f| f.label.as_str()), Some(label), "{text}");
             assert!(matches!(f[0].kind, FindingKind::Injection), "{text}");
+        }
+    }
+
+    #[test]
+    fn every_pattern_compiles_and_has_triggers_its_own_example_contains() {
+        for pat in PATTERNS.iter() {
+            let _ = pat.regex();
+            assert!(!pat.triggers.is_empty(), "{}", pat.label);
+            assert!(
+                pat.triggers
+                    .iter()
+                    .flat_map(|g| g.iter())
+                    .all(|t| *t == t.to_ascii_lowercase()),
+                "{}: triggers are matched against lower-cased text",
+                pat.label
+            );
         }
     }
 

@@ -265,7 +265,18 @@ async fn main() -> Result<()> {
         Some(Command::Mcp) => {
             let (loaded, _) =
                 app::load_plugins(&cli.plugin_flags(), None, &Default::default()).await?;
-            mcp_cli::serve_stdio(&loaded).await?;
+            // The administrator's tool policies, when the database exists.
+            let (cfg, _) = config::load(cli.config.as_deref())?;
+            let safety = app::open_existing_storage(&cfg, cli.db.as_deref())
+                .await?
+                .map(|db| {
+                    turnstone_engine::safety::Safety::new(
+                        turnstone_engine::safety::JudgeSettings::default(),
+                        None,
+                        Some(db),
+                    )
+                });
+            mcp_cli::serve_stdio(&loaded, safety).await?;
         }
         Some(Command::Admin { action }) => {
             let (cfg, _) = config::load(cli.config.as_deref())?;

@@ -74,13 +74,27 @@ pub async fn call_tool(hub: &McpHub, name: &str, args: &str) -> Result<bool> {
 }
 
 /// `turnstone mcp`: the tool components over stdio until the client hangs up.
-pub async fn serve_stdio(loaded: &crate::app::Loaded) -> Result<()> {
+pub async fn serve_stdio(
+    loaded: &crate::app::Loaded,
+    safety: Option<std::sync::Arc<turnstone_engine::safety::Safety>>,
+) -> Result<()> {
     use rmcp::ServiceExt;
-    let server = turnstone_mcp::serve::ComponentServer::new(
+    let mut server = turnstone_mcp::serve::ComponentServer::new(
         loaded.live.clone(),
         loaded.config.mcp.serve.allow.clone(),
         loaded.workspace.clone(),
     );
+    // Over stdio nobody is signed in: the policies that name no role apply.
+    if let Some(safety) = safety {
+        server = server.with_gate(std::sync::Arc::new(
+            turnstone_engine::safety::PolicyGate::new(
+                safety,
+                |_: &turnstone_mcp::serve::Extensions| {
+                    Box::pin(async { None }) as futures::future::BoxFuture<'static, Option<String>>
+                },
+            ),
+        ));
+    }
     let exposed = server.tools().len();
     tracing::info!(tools = exposed, "serving tool components over MCP (stdio)");
     let running = server

@@ -221,7 +221,7 @@ fn turnstone_mcp_over_stdio_with_the_python_client() {
 async fn serve_offers_mcp_at_slash_mcp_behind_a_ts_token() {
     let example = target().join("example-plugins").display().to_string();
     let srv = Server::start(vec![], "", &["--plugin-dir", &example]).await;
-    srv.setup_admin().await;
+    let admin = srv.setup_admin().await;
     // A write-only token may not run tools unattended: 403.
     let writer = srv.token("admin", "read,write");
     let token = srv.token("admin", "read,write,approve");
@@ -256,6 +256,36 @@ async fn serve_offers_mcp_at_slash_mcp_behind_a_ts_token() {
     };
     let hub = hub_for("node", server, ws.path(), Some(token)).await;
     check_served_tools(&hub, "node").await;
+    // The administrator's policies hold over MCP too: a denied tool does not run.
+    let (s, v) = srv
+        .call(
+            "POST",
+            "/v1/api/admin/policies",
+            Some(&admin),
+            Some(serde_json::json!({"name": "no-counting", "tool_pattern": "word_*", "action": "deny"})),
+        )
+        .await;
+    assert_eq!(s, 201, "{v}");
+    let never = CancellationToken::new();
+    let r = hub
+        .server("node")
+        .unwrap()
+        .call_tool(
+            "word_count",
+            serde_json::json!({"text": "a b"})
+                .as_object()
+                .cloned()
+                .unwrap(),
+            &never,
+            &|_: String| {},
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.is_error, Some(true));
+    assert!(
+        tool_result_text(&r).contains("denied by the administrator's policy \"no-counting\""),
+        "{r:?}"
+    );
     hub.shutdown();
 }
 

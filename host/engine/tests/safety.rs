@@ -674,3 +674,41 @@ async fn usage_and_audit_rows_on_postgresql() {
     .unwrap();
     usage_and_audit_rows(db).await;
 }
+
+#[tokio::test]
+async fn smart_approvals_never_run_a_call_a_policy_says_must_ask() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = sqlite(dir.path()).await;
+    db.create_policy(&NewToolPolicy {
+        name: "bash-asks".into(),
+        tool_pattern: "bash".into(),
+        action: PolicyAction::Ask,
+        role: None,
+        priority: 1,
+        enabled: true,
+        description: String::new(),
+        created_by: None,
+    })
+    .await
+    .unwrap();
+    let mut f = session(vec![bash("c1", "ls -la"), text("listed")], false).await;
+    with_safety(
+        &mut f,
+        JudgeSettings {
+            smart_approvals: true,
+            ..JudgeSettings::default()
+        },
+        Some(db),
+    );
+    f.recorder.approve(true);
+    f.session.send("list").await.unwrap();
+    // A confident low-risk verdict, and still a card: the policy says ask.
+    let prompts = f.recorder.prompts();
+    assert_eq!(prompts.len(), 1);
+    let v = prompts[0].items[0].heuristic_verdict.as_ref().unwrap();
+    assert_eq!(
+        (v.risk_level.as_str(), v.recommendation.as_str()),
+        ("low", "approve")
+    );
+    assert_eq!(prompts[0].items[0].policy.as_deref(), Some("bash-asks"));
+}

@@ -19,6 +19,34 @@ use turnstone_runtime::{
     CallContext, CallError, LivePlugins, SecretGrant, ToolOutputSink, ToolSpec,
 };
 
+/// A request's extensions (on `/mcp`, the HTTP request's `Parts`).
+pub use rmcp::model::Extensions;
+
+/// What the administrator's tool policies say about a served call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GateVerdict {
+    /// No policy decides: the tool's own approval rule holds.
+    Default,
+    /// A policy allows it outright.
+    Allow,
+    /// A policy wants a person to approve it (nobody can, over MCP).
+    Ask(String),
+    /// A policy refuses it.
+    Deny(String),
+}
+
+/// Decides a served call by the administrator's policies, for the caller
+/// the request came from (`extensions` carry the HTTP request's parts on
+/// `/mcp`; nothing on stdio).
+pub trait CallGate: Send + Sync {
+    /// The verdict on `tool` for this request.
+    fn check<'a>(
+        &'a self,
+        tool: &'a str,
+        extensions: &'a Extensions,
+    ) -> futures::future::BoxFuture<'a, GateVerdict>;
+}
+
 /// Serves the tools of a live plugin set.
 #[derive(Clone)]
 pub struct ComponentServer {
@@ -29,6 +57,8 @@ pub struct ComponentServer {
     /// One per MCP session: background processes of one client are not
     /// another's.
     session_id: String,
+    /// The administrator's tool policies.
+    gate: Option<Arc<dyn CallGate>>,
 }
 
 impl ComponentServer {
@@ -40,7 +70,14 @@ impl ComponentServer {
             workspace,
             calls: Arc::default(),
             session_id: new_session_id(),
+            gate: None,
         }
+    }
+
+    /// The same server with calls checked by `gate` first.
+    pub fn with_gate(mut self, gate: Arc<dyn CallGate>) -> Self {
+        self.gate = Some(gate);
+        self
     }
 
     /// The same server for another MCP session.
@@ -96,6 +133,17 @@ impl ComponentServer {
                 None,
             ));
         };
+        // The administrator's policies come before anything of the tool runs.
+        let verdict = match &self.gate {
+            Some(g) => g.check(name, &cx.extensions).await,
+            None => GateVerdict::Default,
+        };
+        match &verdict {
+            GateVerdict::Deny(why) | GateVerdict::Ask(why) => {
+                return Ok(CallToolResult::error(vec![ContentBlock::text(why.clone())]));
+            }
+            GateVerdict::Default | GateVerdict::Allow => {}
+        }
         self.calls.fetch_add(1, Ordering::Relaxed);
         let raw = serde_json::Value::Object(arguments).to_string();
         let args = match spec.coerce_arguments(&raw) {
@@ -113,7 +161,9 @@ impl ComponentServer {
         match plugin.prepare(name, &args, &ctx).await {
             // No one here can approve: a call the tool itself wants approved
             // runs only when the operator allowed the tool outright.
-            Ok(Ok(p)) if p.needs_approval && !self.allowed(name) => {
+            Ok(Ok(p))
+                if p.needs_approval && !self.allowed(name) && verdict != GateVerdict::Allow =>
+            {
                 return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
                     "{name} asks for approval for this call ({}), and nobody can approve over MCP; the operator can allow it with [mcp.serve] allow = [\"{name}\"]",
                     p.header

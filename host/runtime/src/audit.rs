@@ -17,7 +17,7 @@ const MAX_ARGS_CHARS: usize = 300;
 pub struct FileTouch {
     /// The host path.
     pub path: String,
-    /// `read`, `write`, `create`, `remove`, `rename` or `mkdir`.
+    /// `read`, `write`, `mkdir`, `remove`, `rename`, `symlink` or `link`.
     pub access: &'static str,
     /// The sandbox refused it: why.
     pub denied: Option<String>,

@@ -185,11 +185,12 @@ impl LoadedPlugin {
     ) -> Result<ToolResult, CallError> {
         self.execute_audited(tool, arguments, ctx, sink, cancel)
             .await
-            .map(|(r, _)| r)
+            .0
     }
 
     /// [`LoadedPlugin::execute`], with the call's capability audit: what it
-    /// opened, contacted, started and was refused, as the host saw it.
+    /// opened, contacted, started and was refused, as the host saw it —
+    /// also when the call failed (a trap, a deadline, a cancel).
     pub async fn execute_audited(
         &self,
         tool: &str,
@@ -197,29 +198,37 @@ impl LoadedPlugin {
         ctx: &CallContext,
         sink: Arc<dyn ToolOutputSink>,
         cancel: Option<&CancellationToken>,
-    ) -> Result<(ToolResult, crate::audit::Touched), CallError> {
-        let pre = self.tool_pre()?;
-        self.run(sink, cancel, async |store| {
-            store.data_mut().session_id = Some(ctx.session_id.clone());
-            store.data_mut().call_id = Some(ctx.call_id.clone());
-            let inst = pre.instantiate_async(&mut *store).await?;
-            let mut result = inst
-                .turnstone_plugin_tool()
-                .call_execute(&mut *store, tool, arguments, ctx)
-                .await?;
-            if result.is_error {
-                // The guest saw only "denied"; the model and the user get the
-                // host's reason and the grant that would allow it.
-                for reason in store.data_mut().take_egress_denials() {
-                    if !result.output.contains(&reason) {
-                        result.output.push_str("\n[host] ");
-                        result.output.push_str(&reason);
+    ) -> (Result<ToolResult, CallError>, crate::audit::Touched) {
+        let audit = crate::audit::AuditRecorder::default();
+        let pre = match self.tool_pre() {
+            Ok(p) => p,
+            Err(e) => return (Err(e), audit.snapshot()),
+        };
+        let recorder = audit.clone();
+        let result = self
+            .run(sink, cancel, async move |store| {
+                store.data_mut().set_audit(recorder);
+                store.data_mut().session_id = Some(ctx.session_id.clone());
+                store.data_mut().call_id = Some(ctx.call_id.clone());
+                let inst = pre.instantiate_async(&mut *store).await?;
+                let mut result = inst
+                    .turnstone_plugin_tool()
+                    .call_execute(&mut *store, tool, arguments, ctx)
+                    .await?;
+                if result.is_error {
+                    // The guest saw only "denied"; the model and the user get the
+                    // host's reason and the grant that would allow it.
+                    for reason in store.data_mut().take_egress_denials() {
+                        if !result.output.contains(&reason) {
+                            result.output.push_str("\n[host] ");
+                            result.output.push_str(&reason);
+                        }
                     }
                 }
-            }
-            Ok((result, store.data().audit.snapshot()))
-        })
-        .await
+                Ok(result)
+            })
+            .await;
+        (result, audit.snapshot())
     }
 
     /// Runs `program args…` to completion as this plugin would (its `exec`,

@@ -168,6 +168,13 @@ impl HostState {
         self.hooks.call_secrets = Some(secrets);
     }
 
+    /// Records this call's capability audit into `audit` (kept by the
+    /// caller, so it survives a trap or a deadline).
+    pub(crate) fn set_audit(&mut self, audit: crate::audit::AuditRecorder) {
+        self.hooks.set_audit(audit.clone());
+        self.audit = audit;
+    }
+
     /// Why this call's HTTP requests were denied (see [`EgressHooks`]).
     pub(crate) fn take_egress_denials(&mut self) -> Vec<String> {
         self.hooks.take_denials()

@@ -59,8 +59,8 @@ async fn a_call_is_audited_with_exactly_what_it_touched() {
     .to_string();
     let (r, touched) = p
         .execute_audited("touch", &args, &ctx(&ws), sink(), None)
-        .await
-        .unwrap();
+        .await;
+    let r = r.unwrap();
     assert!(r.output.contains("read 5 bytes"), "{}", r.output);
     assert!(r.output.contains(": 200"), "{}", r.output);
     assert_eq!(touched.files.len(), 1, "{touched:?}");
@@ -109,8 +109,8 @@ async fn writes_removals_and_read_only_refusals_are_recorded() {
     let args = serde_json::json!({"path": "new.txt", "content": "hello"}).to_string();
     let (r, touched) = rw
         .execute_audited("write_file", &args, &ctx(&ws), sink(), None)
-        .await
-        .unwrap();
+        .await;
+    let r = r.unwrap();
     assert!(!r.is_error, "{}", r.output);
     let new = ws.join("new.txt").display().to_string();
     assert!(
@@ -136,8 +136,8 @@ async fn writes_removals_and_read_only_refusals_are_recorded() {
     let args = serde_json::json!({"path": "old.txt", "content": "y"}).to_string();
     let (r, touched) = ro
         .execute_audited("write_file", &args, &ctx(&ws), sink(), None)
-        .await
-        .unwrap();
+        .await;
+    let r = r.unwrap();
     assert!(r.is_error, "{}", r.output);
     // write_file makes the parent directory first: that is what the
     // read-only grant refuses.

@@ -75,11 +75,29 @@ pub fn router(state: AppState) -> axum::Router {
     // bearer auth as the API (a `ts_` token or a session JWT).
     if let Some(node) = &state.node {
         let d = &node.mgr.deps;
+        let db = state.db.clone();
+        // The caller's role, from the identity the auth layer put on the
+        // HTTP request (policies may name roles).
+        let gate = turnstone_engine::safety::PolicyGate::new(
+            d.safety.clone(),
+            move |ext: &turnstone_mcp::serve::Extensions| {
+                let user = ext
+                    .get::<http::request::Parts>()
+                    .and_then(|p| p.extensions.get::<Identity>())
+                    .map(|id| id.user_id.clone());
+                let db = db.clone();
+                Box::pin(async move {
+                    let user = user?;
+                    db.get_user(&user).await.ok().flatten().map(|u| u.role)
+                }) as futures::future::BoxFuture<'static, Option<String>>
+            },
+        );
         let server = turnstone_mcp::serve::ComponentServer::new(
             d.registry.clone(),
             d.mcp_serve_allow.clone(),
             d.workspace.clone(),
-        );
+        )
+        .with_gate(std::sync::Arc::new(gate));
         root = root.nest_service("/mcp", turnstone_mcp::serve::http_service(server));
     }
     root.fallback(|| async { ApiError::NotFound("Not found".into()) })

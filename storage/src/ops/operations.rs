@@ -158,6 +158,37 @@ pub(crate) enum Bind {
     Int(i64),
 }
 
+/// A date or time bound in the stored form (`YYYY-MM-DDTHH:MM:SS.mmmZ`,
+/// missing parts zero), so text comparison orders it like the stored
+/// timestamps: `2026-12-03 10:00` and `2026-12-03T10:00:00Z` both become
+/// `2026-12-03T10:00:00.000Z`. Text that is not a date is compared as given.
+pub(crate) fn time_bound(s: &str) -> String {
+    let b = s.trim().as_bytes();
+    let digits = |r: std::ops::Range<usize>| {
+        b.get(r.clone())
+            .filter(|d| d.iter().all(u8::is_ascii_digit))
+            .map(|d| String::from_utf8_lossy(d).into_owned())
+    };
+    let (Some(y), Some(mo), Some(d)) = (digits(0..4), digits(5..7), digits(8..10)) else {
+        return s.to_string();
+    };
+    let hh = digits(11..13).unwrap_or_else(|| "00".into());
+    let mm = digits(14..16).unwrap_or_else(|| "00".into());
+    let ss = digits(17..19).unwrap_or_else(|| "00".into());
+    let frac: String = b
+        .get(20..)
+        .filter(|_| b.get(19) == Some(&b'.'))
+        .map(|f| {
+            f.iter()
+                .take_while(|c| c.is_ascii_digit())
+                .take(3)
+                .map(|&c| c as char)
+                .collect()
+        })
+        .unwrap_or_default();
+    format!("{y}-{mo}-{d}T{hh}:{mm}:{ss}.{frac:0<3}Z")
+}
+
 /// `WHERE` clauses and their binds, numbered from `$1`.
 #[derive(Default)]
 struct Filter {
@@ -189,11 +220,11 @@ pub(crate) fn audit_sql(q: &crate::types::AuditQuery) -> (String, Vec<Bind>) {
     if let Some(action) = q.action.as_deref().filter(|a| !a.is_empty()) {
         match action.strip_suffix('*') {
             Some(prefix) => f.push(
-                |n| format!("substr(action, 1, {}) = ${n}", prefix.len()),
+                |n| format!("substr(action, 1, {}) = ${n}", prefix.chars().count()),
                 Bind::Text(prefix.to_string()),
             ),
             None if action.ends_with('.') => f.push(
-                |n| format!("substr(action, 1, {}) = ${n}", action.len()),
+                |n| format!("substr(action, 1, {}) = ${n}", action.chars().count()),
                 Bind::Text(action.to_string()),
             ),
             None => f.push(|n| format!("action = ${n}"), Bind::Text(action.to_string())),
@@ -206,10 +237,10 @@ pub(crate) fn audit_sql(q: &crate::types::AuditQuery) -> (String, Vec<Bind>) {
         f.push(|n| format!("target = ${n}"), Bind::Text(t.clone()));
     }
     if let Some(s) = &q.since {
-        f.push(|n| format!("timestamp >= ${n}"), Bind::Text(s.clone()));
+        f.push(|n| format!("timestamp >= ${n}"), Bind::Text(time_bound(s)));
     }
     if let Some(u) = &q.until {
-        f.push(|n| format!("timestamp < ${n}"), Bind::Text(u.clone()));
+        f.push(|n| format!("timestamp < ${n}"), Bind::Text(time_bound(u)));
     }
     let limit = q.limit.clamp(1, 1000);
     f.binds.push(Bind::Int(limit));
@@ -228,10 +259,10 @@ pub(crate) fn usage_sql(q: &crate::types::UsageQuery) -> (String, Vec<Bind>) {
     use crate::types::UsageGroup;
     let mut f = Filter::default();
     if let Some(s) = &q.since {
-        f.push(|n| format!("timestamp >= ${n}"), Bind::Text(s.clone()));
+        f.push(|n| format!("timestamp >= ${n}"), Bind::Text(time_bound(s)));
     }
     if let Some(u) = &q.until {
-        f.push(|n| format!("timestamp < ${n}"), Bind::Text(u.clone()));
+        f.push(|n| format!("timestamp < ${n}"), Bind::Text(time_bound(u)));
     }
     if let Some(u) = &q.user_id {
         f.push(|n| format!("user_id = ${n}"), Bind::Text(u.clone()));
@@ -289,4 +320,30 @@ pub(crate) fn usage_sql(q: &crate::types::UsageQuery) -> (String, Vec<Bind>) {
         order,
     );
     (sql, f.binds)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::time_bound;
+
+    #[test]
+    fn time_bounds_take_the_stored_form() {
+        assert_eq!(time_bound("2026-12-03"), "2026-12-03T00:00:00.000Z");
+        assert_eq!(time_bound("2026-12-03 10:00"), "2026-12-03T10:00:00.000Z");
+        assert_eq!(
+            time_bound("2026-12-03T10:00:00Z"),
+            "2026-12-03T10:00:00.000Z"
+        );
+        assert_eq!(
+            time_bound("2026-12-03T10:00:07.5Z"),
+            "2026-12-03T10:00:07.500Z"
+        );
+        assert_eq!(
+            time_bound("2026-12-03T10:00:07.123456"),
+            "2026-12-03T10:00:07.123Z"
+        );
+        // A row at 10:00:00.250 is not before 10:00:00.
+        assert!("2026-12-03T10:00:00.250Z" >= time_bound("2026-12-03T10:00:00Z").as_str());
+        assert_eq!(time_bound("yesterday"), "yesterday");
+    }
 }

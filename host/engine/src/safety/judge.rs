@@ -180,13 +180,16 @@ pub enum SmartDecision {
     },
 }
 
-/// Smart Approvals over the verdicts of a batch's asked calls (`None` for a
-/// call without one): a confident deny of any call denies the batch; a
-/// confident low-risk approve of every call approves it; anything else is
-/// left to the person.
+/// Smart Approvals over the verdicts of a batch's asked calls (every
+/// tier's verdict of each call): a confident deny of any call denies the
+/// batch; the batch is approved only when every call has a verdict and every
+/// verdict is a confident low-risk approve — a judge may add a denial but
+/// never lift a riskier verdict of another tier — and `may_approve` (no call
+/// a policy forces to ask). Anything else is left to the person.
 pub fn smart_decision(
     settings: &JudgeSettings,
-    verdicts: &[Option<&Verdict>],
+    verdicts: &[Vec<&Verdict>],
+    may_approve: bool,
 ) -> Option<SmartDecision> {
     if !settings.smart_approvals || verdicts.is_empty() {
         return None;
@@ -204,10 +207,13 @@ pub fn smart_decision(
             ),
         });
     }
-    let all_safe = verdicts.iter().all(|v| {
-        v.is_some_and(|v| v.recommendation == "approve" && v.risk_level == "low" && sure(v))
+    let all_safe = verdicts.iter().all(|vs| {
+        !vs.is_empty()
+            && vs
+                .iter()
+                .all(|v| v.recommendation == "approve" && v.risk_level == "low" && sure(v))
     });
-    all_safe.then(|| SmartDecision::Approve {
+    (may_approve && all_safe).then(|| SmartDecision::Approve {
         reason: verdicts
             .iter()
             .flatten()
@@ -254,23 +260,37 @@ mod tests {
         let unsure = v("approve", "low", 0.5, "heuristic");
         let deny = v("deny", "critical", 0.95, "heuristic");
         let review = v("review", "high", 0.9, "heuristic");
+        fn a<'v>(vs: &[&'v Verdict]) -> Vec<Vec<&'v Verdict>> {
+            vs.iter().map(|v| vec![*v]).collect()
+        }
         assert!(matches!(
-            smart_decision(&on, &[Some(&low)]),
+            smart_decision(&on, &a(&[&low]), true),
             Some(SmartDecision::Approve { .. })
         ));
-        assert_eq!(smart_decision(&on, &[Some(&low), Some(&unsure)]), None);
         assert_eq!(
-            smart_decision(&on, &[Some(&low), None]),
+            smart_decision(&on, &a(&[&low]), false),
+            None,
+            "a policy says ask"
+        );
+        assert_eq!(smart_decision(&on, &a(&[&low, &unsure]), true), None);
+        assert_eq!(
+            smart_decision(&on, &[vec![&low], Vec::new()], true),
             None,
             "a call without a verdict asks"
         );
         assert!(matches!(
-            smart_decision(&on, &[Some(&low), Some(&deny)]),
+            smart_decision(&on, &a(&[&low, &deny]), false),
             Some(SmartDecision::Deny { .. })
         ));
-        assert_eq!(smart_decision(&on, &[Some(&review)]), None);
+        assert_eq!(smart_decision(&on, &a(&[&review]), true), None);
+        // A confident low-risk judge cannot lift a riskier heuristic verdict.
+        let judge_low = v("approve", "low", 0.99, "llm");
         assert_eq!(
-            smart_decision(&JudgeSettings::default(), &[Some(&low)]),
+            smart_decision(&on, &[vec![&review, &judge_low]], true),
+            None
+        );
+        assert_eq!(
+            smart_decision(&JudgeSettings::default(), &a(&[&low]), true),
             None,
             "off by default"
         );

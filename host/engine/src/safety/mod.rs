@@ -17,6 +17,52 @@ use turnstone_storage::prelude::*;
 pub use judge::{SmartDecision, smart_decision};
 pub use policy::PolicyCache;
 
+/// The administrator's policies for tools served over MCP (`turnstone mcp`,
+/// `/mcp`): `caller` names the requesting user's role, if any is known.
+pub struct PolicyGate<F> {
+    safety: Arc<Safety>,
+    caller: F,
+}
+
+impl<F> PolicyGate<F> {
+    /// A gate over `safety`'s policies.
+    pub fn new(safety: Arc<Safety>, caller: F) -> Self {
+        Self { safety, caller }
+    }
+}
+
+impl<F> turnstone_mcp::serve::CallGate for PolicyGate<F>
+where
+    F: Fn(&turnstone_mcp::serve::Extensions) -> futures::future::BoxFuture<'static, Option<String>>
+        + Send
+        + Sync,
+{
+    fn check<'a>(
+        &'a self,
+        tool: &'a str,
+        extensions: &'a turnstone_mcp::serve::Extensions,
+    ) -> futures::future::BoxFuture<'a, turnstone_mcp::serve::GateVerdict> {
+        use turnstone_mcp::serve::GateVerdict;
+        Box::pin(async move {
+            let role = (self.caller)(extensions).await;
+            match self.safety.policy_for(tool, role.as_deref()).await {
+                None => GateVerdict::Default,
+                Some(p) => match p.action {
+                    PolicyAction::Allow => GateVerdict::Allow,
+                    PolicyAction::Deny => GateVerdict::Deny(format!(
+                        "{tool} is denied by the administrator's policy {:?}",
+                        p.name
+                    )),
+                    PolicyAction::Ask => GateVerdict::Ask(format!(
+                        "{tool} needs a person's approval under the administrator's policy {:?}, and nobody can approve over MCP",
+                        p.name
+                    )),
+                },
+            }
+        })
+    }
+}
+
 /// A call's capability audit on the wire.
 pub fn capability_audit(
     t: turnstone_runtime::audit::Touched,
@@ -125,14 +171,36 @@ impl Safety {
         self.policies.decide(db, tool, role).await
     }
 
-    /// The role of `user_id` (none: unknown, or no database).
-    pub async fn role_of(&self, user_id: Option<&str>) -> Option<String> {
-        let (db, user) = (self.db.as_ref()?, user_id?);
+    /// The strictest policy deciding a call known by any of `names`
+    /// (deny over ask over allow).
+    pub async fn policy_for_any(&self, names: &[String], role: Option<&str>) -> Option<ToolPolicy> {
+        let rank = |p: &ToolPolicy| match p.action {
+            PolicyAction::Deny => 2,
+            PolicyAction::Ask => 1,
+            PolicyAction::Allow => 0,
+        };
+        let mut best: Option<ToolPolicy> = None;
+        for n in names {
+            if let Some(p) = self.policy_for(n, role).await
+                && best.as_ref().is_none_or(|b| rank(&p) > rank(b))
+            {
+                best = Some(p);
+            }
+        }
+        best
+    }
+
+    /// The role of `user_id` (`Ok(None)`: unknown user, or no database);
+    /// `Err` when it could not be read.
+    pub async fn role_of(&self, user_id: Option<&str>) -> Result<Option<String>, ()> {
+        let (Some(db), Some(user)) = (self.db.as_ref(), user_id) else {
+            return Ok(None);
+        };
         match db.get_user(user).await {
-            Ok(u) => u.map(|u| u.role),
+            Ok(u) => Ok(u.map(|u| u.role)),
             Err(e) => {
                 tracing::warn!("cannot read the role of {user}: {e}");
-                None
+                Err(())
             }
         }
     }

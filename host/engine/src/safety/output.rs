@@ -52,6 +52,7 @@ pub async fn review(
     }
     let mut findings: Vec<(Finding, String)> = Vec::new();
     let mut tier = "heuristic";
+    let mut failed: Option<String> = None;
     for g in guards {
         match g.review_output(tool, &output).await {
             Ok(Ok(found)) => {
@@ -63,9 +64,40 @@ pub async fn review(
                 }
                 findings.extend(found.into_iter().map(|f| (f, g.name().to_string())));
             }
-            Ok(Err(e)) => tracing::warn!(guard = g.name(), "output review failed: {e}"),
-            Err(e) => tracing::warn!(guard = g.name(), "output review failed: {e}"),
+            Ok(Err(e)) => {
+                tracing::warn!(guard = g.name(), "output review failed: {e}");
+                failed = Some(format!("{}: {e}", g.name()));
+            }
+            Err(e) => {
+                tracing::warn!(guard = g.name(), "output review failed: {e}");
+                failed = Some(format!("{}: {e}", g.name()));
+            }
         }
+    }
+    // With redaction on, output no guard could review is not shown to the
+    // model: it may hold exactly what redaction is there to keep out.
+    if settings.redact_output
+        && let Some(why) = failed
+    {
+        return Reviewed {
+            output: format!(
+                "[output withheld: the output guard could not review it ({why}); with [judge] redact_output on, unreviewed output is not passed on]"
+            ),
+            warning: Some(OutputWarning {
+                call_id: call_id.to_string(),
+                func_name: tool.to_string(),
+                risk_level: "high".into(),
+                flags: vec!["guard-failed".into()],
+                annotations: Vec::new(),
+                redacted: true,
+                output_length: output.chars().count() as u64,
+                tier: tier.to_string(),
+                judge_risk: None,
+                confidence: 1.0,
+                reasoning: format!("the output guard failed: {why}"),
+                judge_model: None,
+            }),
+        };
     }
     // Spans a guard got wrong (outside the text, inside a character) are dropped.
     findings.retain(|(f, _)| {

@@ -79,6 +79,8 @@ impl PolicyCache {
 }
 
 fn first_match(rules: &[Rule], tool: &str, role: Option<&str>) -> Option<ToolPolicy> {
+    // The first administrator (made by setup) is an administrator.
+    let role = role.map(|r| if r == "builtin-admin" { "admin" } else { r });
     let opts = glob::MatchOptions {
         case_sensitive: true,
         require_literal_separator: false,

@@ -13,13 +13,14 @@ use crate::safety::judge::{self, CallFacts, LlmOutcome};
 use crate::safety::{SmartDecision, smart_decision};
 use crate::turn::{Role, ToolCall};
 use serde_json::json;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use tokio::sync::mpsc;
 use turnstone_protocol::{ApproveRequest, Decision, Event, Items, SessionState, ToolItem, Verdict};
 use turnstone_runtime::guard::GuardContext;
 use turnstone_runtime::registry::PluginRegistry;
 use turnstone_runtime::{GuardTier, ModelAccess};
-use turnstone_storage::prelude::PolicyAction;
+use turnstone_storage::prelude::{PolicyAction, ToolPolicy};
 
 /// Conversation entries a guard is shown, newest last.
 const GUARD_CONVERSATION: usize = 4;
@@ -35,6 +36,8 @@ pub(super) enum DecidedBy {
     User,
     /// Smart Approvals, on the judge's verdicts.
     Judge,
+    /// Nobody: the turn was cancelled while the card waited.
+    Cancelled,
 }
 
 /// The answer to a batch.
@@ -44,16 +47,122 @@ pub(super) struct BatchDecision {
 }
 
 impl ChatSession {
-    /// The acting user's role (looked up once).
+    /// The acting user's role, re-read at most every
+    /// [`crate::safety::policy::POLICY_TTL`] (a demotion applies to running
+    /// sessions too); a failed lookup is not kept.
     async fn role(&mut self) -> Option<String> {
-        if self.role.is_none() {
-            let role = self
+        let fresh = self
+            .role
+            .as_ref()
+            .is_some_and(|(at, _)| at.elapsed() < crate::safety::policy::POLICY_TTL);
+        if !fresh {
+            match self
                 .safety
                 .role_of(self.cfg.acting_user_id.as_deref())
-                .await;
-            self.role = Some(role);
+                .await
+            {
+                Ok(role) => self.role = Some((std::time::Instant::now(), role)),
+                Err(()) => return self.role.as_ref().and_then(|(_, r)| r.clone()),
+            }
         }
-        self.role.clone().flatten()
+        self.role.as_ref().and_then(|(_, r)| r.clone())
+    }
+
+    /// The names a call answers to in policies: its tool, and for an MCP
+    /// resource or prompt also the serving server's `mcp__<server>__…` (so
+    /// `mcp__github__*` covers everything of that server).
+    fn policy_names(&self, call: &ToolCall) -> Vec<String> {
+        let mut names = vec![call.name.clone()];
+        let args: serde_json::Value = serde_json::from_str(&call.arguments).unwrap_or_default();
+        if call.name == super::mcp::READ_RESOURCE
+            && let (Some(hub), Some(uri)) = (&self.mcp, args.get("uri").and_then(|u| u.as_str()))
+            && let Some(server) = hub.resource_owner(uri)
+        {
+            names.push(format!("mcp__{}__read_resource", server.name));
+        }
+        if call.name == super::mcp::USE_PROMPT
+            && let Some(prompt) = args.get("name").and_then(|n| n.as_str())
+        {
+            names.push(prompt.to_string());
+        }
+        names
+    }
+
+    /// The policy deciding each call of a batch, by call id — looked up
+    /// before anything of a call runs, so a denied tool's own preparation
+    /// never runs either.
+    pub(super) async fn decide_policies(
+        &mut self,
+        calls: &[ToolCall],
+    ) -> HashMap<String, ToolPolicy> {
+        let mut out = HashMap::new();
+        if self.safety.db.is_none() || calls.is_empty() {
+            return out;
+        }
+        let role = self.role().await;
+        for call in calls {
+            let names = self.policy_names(call);
+            if let Some(p) = self.safety.policy_for_any(&names, role.as_deref()).await {
+                out.insert(call.id.clone(), p);
+            }
+        }
+        out
+    }
+
+    /// The refusal of a call a `deny` policy stopped (audited).
+    pub(super) async fn policy_denial(&self, item: &mut ToolItem, p: &ToolPolicy) {
+        item.policy = Some(p.name.clone());
+        item.needs_approval = false;
+        item.error = Some(format!(
+            "Error: tool {:?} is denied by the administrator's policy {:?}{}; it did not run.",
+            item.func_name,
+            p.name,
+            if p.description.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", p.description)
+            }
+        ));
+        let role = self.role.as_ref().and_then(|(_, r)| r.clone());
+        self.safety
+            .audit(
+                self.cfg.acting_user_id.as_deref(),
+                "tool.policy_deny",
+                self.ws_id(),
+                json!({
+                    "call_id": item.call_id,
+                    "tool": item.func_name,
+                    "policy": p.name,
+                    "role": role,
+                }),
+            )
+            .await;
+    }
+
+    /// Applies `allow` and `ask` policies to a prepared batch (`deny` ones
+    /// stopped their calls before preparation). Returns the calls a policy
+    /// forces to ask: Smart Approvals never approve those.
+    pub(super) fn apply_policies(
+        &self,
+        items: &mut [ToolItem],
+        policies: &HashMap<String, ToolPolicy>,
+    ) -> HashSet<String> {
+        let mut forced = HashSet::new();
+        for item in items.iter_mut().filter(|i| i.error.is_none()) {
+            let Some(p) = policies.get(&item.call_id) else {
+                continue;
+            };
+            item.policy = Some(p.name.clone());
+            match p.action {
+                PolicyAction::Allow => item.needs_approval = false,
+                PolicyAction::Ask => {
+                    item.needs_approval = true;
+                    forced.insert(item.call_id.clone());
+                }
+                PolicyAction::Deny => {}
+            }
+        }
+        forced
     }
 
     /// The last few messages, for a guard.
@@ -80,60 +189,6 @@ impl ChatSession {
             .collect();
         out.reverse();
         out
-    }
-
-    /// Applies the administrator's tool policies to a prepared batch:
-    /// `deny` turns a call into an error (and drops what would run it),
-    /// `allow` runs it without asking, `ask` always asks.
-    pub(super) async fn apply_policies<R>(&mut self, prepared: &mut [(ToolItem, Option<R>)]) {
-        if self.safety.db.is_none() || prepared.is_empty() {
-            return;
-        }
-        let role = self.role().await;
-        for (item, run) in prepared.iter_mut() {
-            if item.error.is_some() {
-                continue;
-            }
-            let Some(p) = self
-                .safety
-                .policy_for(&item.func_name, role.as_deref())
-                .await
-            else {
-                continue;
-            };
-            item.policy = Some(p.name.clone());
-            match p.action {
-                PolicyAction::Deny => {
-                    item.error = Some(format!(
-                        "Error: tool {:?} is denied by the administrator's policy {:?}{}; it did not run.",
-                        item.func_name,
-                        p.name,
-                        if p.description.is_empty() {
-                            String::new()
-                        } else {
-                            format!(" ({})", p.description)
-                        }
-                    ));
-                    item.needs_approval = false;
-                    *run = None;
-                    self.safety
-                        .audit(
-                            self.cfg.acting_user_id.as_deref(),
-                            "tool.policy_deny",
-                            self.ws_id(),
-                            json!({
-                                "call_id": item.call_id,
-                                "tool": item.func_name,
-                                "policy": p.name,
-                                "role": role,
-                            }),
-                        )
-                        .await;
-                }
-                PolicyAction::Allow => item.needs_approval = false,
-                PolicyAction::Ask => item.needs_approval = true,
-            }
-        }
     }
 
     /// What the guards are told about `call`.
@@ -197,6 +252,7 @@ impl ChatSession {
         items: &mut [ToolItem],
         calls: &[ToolCall],
         registry: &PluginRegistry,
+        forced_ask: &HashSet<String>,
     ) -> BatchDecision {
         let settings = self.safety.settings.clone();
         let asked = self.asked_facts(items, calls, registry);
@@ -223,12 +279,16 @@ impl ChatSession {
                 by: DecidedBy::Nobody,
             };
         }
-        // Smart Approvals on the heuristic verdicts decide without a card.
-        let heuristic: Vec<Option<&Verdict>> = asked
+        // Smart Approvals on the heuristic verdicts decide without a card
+        // (never approving a call a policy says must ask).
+        let may_approve = !items
             .iter()
-            .map(|(i, _)| items[*i].heuristic_verdict.as_ref())
+            .any(|i| i.needs_approval && forced_ask.contains(&i.call_id));
+        let heuristic: Vec<Vec<&Verdict>> = asked
+            .iter()
+            .map(|(i, _)| items[*i].heuristic_verdict.iter().collect())
             .collect();
-        if let Some(d) = smart_decision(&settings, &heuristic) {
+        if let Some(d) = smart_decision(&settings, &heuristic, may_approve) {
             let decision = self.smart(d, items).await;
             self.audit_decision(items, &decision, DecidedBy::Judge, None)
                 .await;
@@ -302,6 +362,7 @@ impl ChatSession {
                 a = &mut answer => break a.unwrap_or_else(|_| Decision::deny()),
                 () = self.token.cancelled() => {
                     self.events.approvals().forget(&cycle_id);
+                    by = DecidedBy::Cancelled;
                     break Decision::deny();
                 }
                 msg = rx.recv(), if judge_open => match msg {
@@ -310,11 +371,13 @@ impl ChatSession {
                         items[i].judge_verdict = Some((*v).clone());
                         self.emit(Event::IntentVerdict(v.clone()));
                         llm[i] = Some(*v);
-                        let verdicts: Vec<Option<&Verdict>> = asked
+                        // Every tier's verdict counts: the judge may add a
+                        // denial, never lift a riskier heuristic one.
+                        let verdicts: Vec<Vec<&Verdict>> = asked
                             .iter()
-                            .map(|(i, _)| judge::effective(items[*i].heuristic_verdict.as_ref(), llm[*i].as_ref()))
+                            .map(|(i, _)| items[*i].heuristic_verdict.iter().chain(llm[*i].iter()).collect())
                             .collect();
-                        if let Some(d) = smart_decision(&settings, &verdicts) {
+                        if let Some(d) = smart_decision(&settings, &verdicts, may_approve) {
                             let decision = match d {
                                 SmartDecision::Approve { .. } => Decision { approved: true, ..Decision::default() },
                                 SmartDecision::Deny { feedback } => Decision { approved: false, always: false, feedback: Some(feedback) },
@@ -415,6 +478,7 @@ impl ChatSession {
             DecidedBy::Judge => "smart_approval",
             DecidedBy::User => "user",
             DecidedBy::Nobody => "none",
+            DecidedBy::Cancelled => "cancelled",
         };
         self.safety
             .audit(

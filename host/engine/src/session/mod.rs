@@ -188,8 +188,8 @@ pub struct ChatSession {
     titled: bool,
     /// Policies, guards, Smart Approvals and the audit of decisions.
     safety: Arc<crate::safety::Safety>,
-    /// The acting user's role, once looked up (policies may name roles).
-    role: Option<Option<String>>,
+    /// The acting user's role and when it was read (policies may name roles).
+    role: Option<(std::time::Instant, Option<String>)>,
 }
 
 /// What `status` reports besides the latest call's tokens.

@@ -162,6 +162,9 @@ impl ChatSession {
         let preparing: Arc<dyn ToolOutputSink> = Arc::new(Preparing {
             session: agent.clone(),
         });
+        // The administrator's policies come first: a denied call's own
+        // preparation (guest code) never runs.
+        let policies = self.decide_policies(calls).await;
         // Prepare every call: parse arguments, validate, build previews.
         let mut prepared: Vec<(ToolItem, Option<Runnable>)> = Vec::new();
         for call in calls {
@@ -169,6 +172,14 @@ impl ChatSession {
                 agent: self.cfg.task.clone(),
                 ..ToolItem::new(call.id.clone(), call.name.clone())
             };
+            if let Some(p) = policies
+                .get(&call.id)
+                .filter(|p| p.action == turnstone_storage::prelude::PolicyAction::Deny)
+            {
+                self.policy_denial(&mut item, p).await;
+                prepared.push((item, None));
+                continue;
+            }
             if let Some(s) = skill.as_ref().filter(|s| !s.allows(&call.name)) {
                 item.error = Some(format!(
                     "Error: tool {:?} is not available while skill {} is active (it allows: {})",
@@ -269,12 +280,14 @@ impl ChatSession {
                 }
             }
         }
-        // The administrator's policies, then the approval step.
-        self.apply_policies(&mut prepared).await;
+        // Allow and ask policies, then the approval step.
         let mut items: Vec<ToolItem> = prepared.iter().map(|(p, _)| p.clone()).collect();
+        let forced_ask = self.apply_policies(&mut items, &policies);
         self.usage.tool_calls_this_turn += items.len() as u32;
         self.usage.tool_calls += items.len() as u32;
-        let batch = self.approve_batch(&mut items, calls, &registry).await;
+        let batch = self
+            .approve_batch(&mut items, calls, &registry, &forced_ask)
+            .await;
         let approval = batch.decision;
         let denied_by_judge = batch.by == super::approve::DecidedBy::Judge;
         // The items as decided (errors from policies, verdicts for the record).
@@ -331,6 +344,9 @@ impl ChatSession {
                     let mut images = Vec::new();
                     let mut touched = None;
                     let mut output_flags = Vec::new();
+                    // Cut to the budget after the output guard saw it whole
+                    // (a secret cut in half would no longer match).
+                    let mut cut = false;
                     let runnable_ran = item.error.is_none()
                         && matches!(
                             runnable,
@@ -375,7 +391,8 @@ impl ChatSession {
                                 effect = Some(EffectStatus::Unknown);
                                 (CANCELLED_UNKNOWN.to_string(), true)
                             } else {
-                                (truncate_output(&o.output, limit).into_owned(), o.is_error)
+                                cut = true;
+                                (o.output, o.is_error)
                             }
                         }
                     } else if let Some(Runnable::Component(plugin, args)) = runnable {
@@ -393,16 +410,19 @@ impl ChatSession {
                                 model,
                                 session: agent,
                             });
-                            match plugin
+                            let (result, t) = plugin
                                 .execute_audited(&call.name, &args, &ctx, sink, Some(&token))
-                                .await
-                            {
-                                Ok((r, t)) => {
-                                    touched = Some(crate::safety::capability_audit(t));
+                                .await;
+                            // Kept whatever the outcome: a call that trapped or
+                            // ran out of time still touched what it touched.
+                            touched = Some(crate::safety::capability_audit(t));
+                            match result {
+                                Ok(r) => {
                                     if supports_vision {
                                         images = r.images;
                                     }
-                                    (truncate_output(&r.output, limit).into_owned(), r.is_error)
+                                    cut = true;
+                                    (r.output, r.is_error)
                                 }
                                 Err(CallError::Cancelled { .. }) => {
                                     effect = Some(EffectStatus::Unknown);
@@ -414,8 +434,9 @@ impl ChatSession {
                     } else {
                         ("Error: the call could not be prepared".to_string(), true)
                     };
-                    // What ran is reviewed before anyone sees it; a refusal
-                    // written by the host is not.
+                    // What ran is reviewed before the model sees it (or it
+                    // is stored); a refusal written by the host is not. Its
+                    // streamed chunks have reached the user's screen already.
                     let ran = effect.is_none() && !denied && runnable_ran;
                     if ran && !output_guards.is_empty() {
                         let reviewed = crate::safety::output::review(
@@ -431,6 +452,9 @@ impl ChatSession {
                             output_flags = w.flags.clone();
                             events.emit(Event::OutputWarning(Box::new(w)));
                         }
+                    }
+                    if cut {
+                        output = truncate_output(&output, limit).into_owned();
                     }
                     if let Some(f) = feedback.filter(|f| !f.trim().is_empty()) {
                         let who = if denied_by_judge { "Intent judge" } else { "User" };

@@ -48,6 +48,11 @@ impl EgressHooks {
         }
     }
 
+    /// Where this call's capability audit goes.
+    pub(crate) fn set_audit(&mut self, audit: crate::audit::AuditRecorder) {
+        self.audit = audit;
+    }
+
     /// The reasons requests of this call were denied, oldest first.
     pub(crate) fn take_denials(&mut self) -> Vec<String> {
         std::mem::take(&mut self.denials)

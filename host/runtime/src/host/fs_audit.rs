@@ -63,6 +63,23 @@ fn refused(e: &ErrorCode) -> String {
     }
 }
 
+/// Converts wasmtime-wasi's result to the guest's, recording the operation
+/// (refused or not) under `path`. A trap stays a trap.
+fn record(
+    state: &mut HostState,
+    res: wasmtime_wasi::p2::FsResult<()>,
+    path: String,
+    access: &'static str,
+) -> wasmtime::Result<Result<(), ErrorCode>> {
+    let ret = match res {
+        Ok(()) => Ok(()),
+        Err(e) => Err(e.downcast()?),
+    };
+    let denied = ret.as_ref().err().map(refused);
+    state.audit.file(path, access, denied);
+    Ok(ret)
+}
+
 /// Replaces the path-taking methods of `wasi:filesystem/types` in `linker`
 /// with recording wrappers.
 pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
@@ -81,7 +98,10 @@ pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<
             Box::new(async move {
                 let wants_write = of.intersects(OpenFlags::CREATE | OpenFlags::TRUNCATE)
                     || df.contains(DescriptorFlags::WRITE);
-                let guessed = joined(store.data_mut(), &fd, &path);
+                // The parent is looked up only when the open fails (the new
+                // descriptor names the file otherwise).
+                let parent = Resource::<Descriptor>::new_borrow(fd.rep());
+                let named = path.clone();
                 let mut view = store.data_mut().filesystem();
                 let res = HostDescriptor::open_at(&mut view, fd, pf, path, of, df).await;
                 let (ret, recorded, write, denied) = match res {
@@ -102,10 +122,11 @@ pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<
                 };
                 // A directory opened to list it is a read like any other.
                 let access = if write { "write" } else { "read" };
-                store
-                    .data_mut()
-                    .audit
-                    .file(recorded.unwrap_or(guessed), access, denied);
+                let path = match recorded {
+                    Some(p) => p,
+                    None => joined(store.data_mut(), &parent, &named),
+                };
+                store.data_mut().audit.file(path, access, denied);
                 Ok((ret,))
             })
         },
@@ -120,12 +141,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<
                         let target = joined(store.data_mut(), &fd, &path);
                         let mut view = store.data_mut().filesystem();
                         let res = HostDescriptor::$method(&mut view, fd, path).await;
-                        let ret = match res {
-                            Ok(()) => Ok(()),
-                            Err(e) => Err(e.downcast()?),
-                        };
-                        let denied = ret.as_ref().err().map(refused);
-                        store.data_mut().audit.file(target, $access, denied);
+                        let ret = record(store.data_mut(), res, target, $access)?;
                         Ok((ret,))
                     })
                 },
@@ -156,15 +172,40 @@ pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<
                 let to = joined(store.data_mut(), &new_fd, &new);
                 let mut view = store.data_mut().filesystem();
                 let res = HostDescriptor::rename_at(&mut view, fd, old, new_fd, new).await;
-                let ret = match res {
-                    Ok(()) => Ok(()),
-                    Err(e) => Err(e.downcast()?),
-                };
-                let denied = ret.as_ref().err().map(refused);
-                store
-                    .data_mut()
-                    .audit
-                    .file(format!("{from} -> {to}"), "rename", denied);
+                let ret = record(store.data_mut(), res, format!("{from} -> {to}"), "rename")?;
+                Ok((ret,))
+            })
+        },
+    )?;
+    inst.func_wrap_async(
+        "[method]descriptor.symlink-at",
+        |mut store: StoreContextMut<'_, HostState>,
+         (fd, src, dest): (Resource<Descriptor>, String, String)| {
+            Box::new(async move {
+                let at = joined(store.data_mut(), &fd, &dest);
+                let mut view = store.data_mut().filesystem();
+                let res = HostDescriptor::symlink_at(&mut view, fd, src.clone(), dest).await;
+                let ret = record(store.data_mut(), res, format!("{at} -> {src}"), "symlink")?;
+                Ok((ret,))
+            })
+        },
+    )?;
+    inst.func_wrap_async(
+        "[method]descriptor.link-at",
+        |mut store: StoreContextMut<'_, HostState>,
+         (fd, pf, old, new_fd, new): (
+            Resource<Descriptor>,
+            PathFlags,
+            String,
+            Resource<Descriptor>,
+            String,
+        )| {
+            Box::new(async move {
+                let from = joined(store.data_mut(), &fd, &old);
+                let to = joined(store.data_mut(), &new_fd, &new);
+                let mut view = store.data_mut().filesystem();
+                let res = HostDescriptor::link_at(&mut view, fd, pf, old, new_fd, new).await;
+                let ret = record(store.data_mut(), res, format!("{to} -> {from}"), "link")?;
                 Ok((ret,))
             })
         },
