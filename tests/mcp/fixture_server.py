@@ -11,6 +11,8 @@ Tools:
   die                exits the process mid-call (a crashed server)
   fail(message)      a tool error (isError = true)
   add_tool(name)     registers a tool `name` and announces notifications/tools/list_changed
+  read_path(path)    the file's text, or "error: <reason>"
+  write_path(path, text)  "ok", or "error: <reason>"
 A marker file named by $FIXTURE_STARTS (when set) gets one line per start,
 so a test can count restarts.
 """
@@ -62,6 +64,25 @@ def pids() -> str:
     if not _helpers:
         _helpers.append(subprocess.Popen(["sleep", "300"]))
     return f"{os.getpid()} {_helpers[0].pid}"
+
+
+@server.tool(description="Read a file; returns its text or 'error: <reason>'.")
+def read_path(path: str) -> str:
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError as e:
+        return f"error: {e.strerror}"
+
+
+@server.tool(description="Write text to a file; returns 'ok' or 'error: <reason>'.")
+def write_path(path: str, text: str) -> str:
+    try:
+        with open(path, "w") as f:
+            f.write(text)
+        return "ok"
+    except OSError as e:
+        return f"error: {e.strerror}"
 
 
 @server.tool(description="Exit the server process in the middle of the call.")

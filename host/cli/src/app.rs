@@ -94,6 +94,16 @@ pub async fn load_plugins(
     if let Some(p) = &cfg_path {
         tracing::debug!(config = %p.display(), "config loaded");
     }
+    let sandbox = Arc::new(cfg.process_sandbox.sandbox());
+    if let Some(missing) = sandbox.support().missing() {
+        tracing::error!(
+            "PROCESS SANDBOX UNAVAILABLE: {missing}. Plugins will not start processes \
+             unless the operator sets process_sandbox = \"off\" in their grant."
+        );
+    } else {
+        tracing::info!("process sandbox: {}", sandbox.support().summary());
+    }
+    turnstone_runtime::sandboxing::set_host_sandbox(sandbox.clone());
     let workspace = match flags.workspace.clone().or(cfg.tools.workspace.clone()) {
         Some(w) => w,
         None => std::env::current_dir()?,
@@ -158,6 +168,7 @@ pub async fn load_plugins(
             allow_private_network: cfg.tools.allow_private_network,
             ..Default::default()
         },
+        sandbox,
         ..Default::default()
     };
     let mut mcp_cfg = cfg.mcp.clone();

@@ -46,6 +46,9 @@ pub struct HostConfig {
     /// `[judge]`: the intent judge, Smart Approvals and the output guard.
     #[serde(default)]
     pub judge: JudgeConfig,
+    /// `[process_sandbox]`: the kernel sandbox of spawned processes.
+    #[serde(default)]
+    pub process_sandbox: ProcessSandboxConfig,
     /// `[models.*]` and `[model]`.
     #[serde(flatten)]
     pub models: turnstone_engine::models::ModelsConfig,
@@ -145,6 +148,55 @@ impl NotifyConfig {
     pub fn after(&self) -> Option<std::time::Duration> {
         (self.complete_after_secs > 0)
             .then(|| std::time::Duration::from_secs(self.complete_after_secs))
+    }
+}
+
+/// `[process_sandbox]`: what every sandboxed process may read besides its
+/// plugin's grants. Per plugin, `[plugins.grants.<name>] process_sandbox =
+/// "off"` opts out.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ProcessSandboxConfig {
+    /// Read-only, executable system locations; replaces the default list
+    /// (`/usr`, `/bin`, `/sbin`, `/lib*`, `/etc`, `/opt`, `/proc`, `/sys`, …).
+    /// The toolchains on `PATH` are added either way.
+    pub system_paths: Option<Vec<PathBuf>>,
+    /// More read-only locations (e.g. a shared toolchain or cache).
+    pub extra_read_only: Vec<PathBuf>,
+    /// Per-user configuration readable from `$HOME` (relative paths);
+    /// default `.gitconfig` and `.config/git`.
+    pub home_read_only: Option<Vec<PathBuf>>,
+    /// Behave as if the kernel lacked Landlock (to check the refusal path).
+    pub assume_unsupported: bool,
+}
+
+impl ProcessSandboxConfig {
+    /// The host's sandbox: probed support and the system locations.
+    pub fn sandbox(&self) -> turnstone_runtime::sandboxing::Sandbox {
+        use turnstone_runtime::sandboxing::{Sandbox, Support, SystemPaths};
+        let support = if self.assume_unsupported {
+            Support::simulated_unsupported()
+        } else {
+            Support::probe()
+        };
+        let mut paths = SystemPaths::default();
+        if let Some(list) = &self.system_paths {
+            paths.read_only = list.clone();
+        }
+        let paths = paths.with_toolchains(
+            std::env::var_os("PATH").as_deref(),
+            std::env::var_os("RUSTUP_HOME").map(Into::into),
+        );
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        let mut paths = match &self.home_read_only {
+            Some(names) => paths.with_home_config(home.as_deref(), names),
+            None => paths.with_home_config(
+                home.as_deref(),
+                turnstone_runtime::sandboxing::DEFAULT_HOME_CONFIG,
+            ),
+        };
+        paths.extend(self.extra_read_only.iter().cloned());
+        Sandbox::new(support, paths)
     }
 }
 

@@ -62,6 +62,10 @@ pub struct CapFlags {
     /// May open content in its caller's preview pane.
     #[arg(long = "preview")]
     pub preview: bool,
+    /// Run the processes it spawns in the kernel sandbox (`on`, the
+    /// default) or not (`off`).
+    #[arg(long = "process-sandbox", value_parser = ["on", "off"])]
+    pub process_sandbox: Option<String>,
 }
 
 /// Parses `--secret NAME[@HOST,…][;HEADER]` (validated with the rest of
@@ -129,6 +133,11 @@ impl CapFlags {
             watches: self.watches,
             notify: self.notify,
             preview: self.preview,
+            process_sandbox: match self.process_sandbox.as_deref() {
+                Some("off") => Some(turnstone_runtime::capability::ProcessSandbox::Off),
+                Some(_) => Some(turnstone_runtime::capability::ProcessSandbox::On),
+                None => None,
+            },
         };
         caps.validate()?;
         Ok(caps)
@@ -428,6 +437,9 @@ fn merge(grant: &mut Capabilities, add: Capabilities) {
     grant.watches |= add.watches;
     grant.notify |= add.notify;
     grant.preview |= add.preview;
+    if add.process_sandbox.is_some() {
+        grant.process_sandbox = add.process_sandbox;
+    }
 }
 
 /// Manifest text and component bytes from a plugin directory or a .wasm + manifest.

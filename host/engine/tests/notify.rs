@@ -178,6 +178,7 @@ async fn tools_on_network(ws: &std::path::Path, http: &str, network: NetworkPoli
             workspace: Some(ws.to_path_buf()),
             secrets: Arc::new(HookSecret),
             network,
+            ..Default::default()
         },
     )
     .await;

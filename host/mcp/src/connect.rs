@@ -50,6 +50,8 @@ pub struct Session {
     pub pgid: Option<u32>,
     /// Its last stderr lines.
     pub stderr: Arc<Mutex<VecDeque<String>>>,
+    /// The kernel sandbox's host side (its egress proxy) while it runs.
+    pub sandbox: Option<turnstone_runtime::sandboxing::Running>,
 }
 
 /// Kills process group `pgid` (the server's, with any helpers it started).
@@ -80,6 +82,27 @@ pub async fn stdio(
         std::env::var_os(n)
     })
     .map_err(|d| format!("{d}"))?;
+    // The same kernel sandbox as a component's processes: the server's
+    // filesystem grants, network only through the egress proxy with an
+    // `http` grant, the seccomp deny list; unless the operator opted out.
+    let mut sandbox = if caps.process_sandbox() {
+        let policy = turnstone_runtime::sandboxing::policy(caps, &plan.program, || {
+            Arc::new(turnstone_runtime::sandboxing::PluginEgress::new(
+                caps.clone(),
+                env.network.clone(),
+                Arc::default(),
+                Default::default(),
+            ))
+        });
+        let prepared = turnstone_runtime::sandboxing::host_sandbox()
+            .prepare(&policy)
+            .map_err(|e| {
+                format!("{e}; to run it unsandboxed, set process_sandbox = \"off\" in its grant")
+            })?;
+        Some(prepared)
+    } else {
+        None
+    };
     let mut cmd = tokio::process::Command::new(&plan.program);
     cmd.args(&plan.args)
         .env_clear()
@@ -90,9 +113,21 @@ pub async fn stdio(
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
+    if let Some(s) = sandbox.as_mut() {
+        s.install(&mut cmd);
+    }
     let mut child = cmd
         .spawn()
         .map_err(|e| format!("cannot start {}: {e}", plan.program))?;
+    let sandbox = match sandbox.map(turnstone_runtime::sandboxing::Prepared::start) {
+        Some(Err(e)) => {
+            let pgid = child.id();
+            kill_group(&mut child, pgid);
+            return Err(e.to_string());
+        }
+        Some(Ok(r)) => Some(r),
+        None => None,
+    };
     let pgid = child.id();
     // Recorded at once so a stop during the handshake can kill the group.
     pgid_slot.store(pgid.unwrap_or(0), std::sync::atomic::Ordering::Release);
@@ -126,6 +161,7 @@ pub async fn stdio(
             child: Some(child),
             pgid,
             stderr: tail,
+            sandbox,
         }),
         Ok(Err(e)) => {
             let status = child.try_wait().ok().flatten();
@@ -222,6 +258,7 @@ pub async fn http(
             child: None,
             pgid: None,
             stderr: Arc::default(),
+            sandbox: None,
         }),
         Ok(Err(e)) => Err(format!("cannot connect to {}: {e}", spec.url)),
         Err(_) => Err(format!(

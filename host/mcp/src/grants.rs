@@ -41,16 +41,17 @@ const BASE_ENV: &[&str] = &["PATH", "LANG", "TERM", "HOME"];
 /// The capabilities a server's configuration asks for.
 pub fn requested(transport: &Transport, workspace: &Path) -> Capabilities {
     match transport {
-        Transport::Stdio(StdioSpec { command, cwd, .. }) => Capabilities {
+        Transport::Stdio(StdioSpec {
+            command, cwd, args, ..
+        }) => Capabilities {
             exec: vec![program_name(command).to_string()],
-            filesystem: vec![FsGrant {
-                path: cwd
-                    .clone()
-                    .unwrap_or_else(|| workspace.to_path_buf())
-                    .display()
-                    .to_string(),
-                access: Access::ReadOnly,
-            }],
+            filesystem: std::iter::once(cwd.clone().unwrap_or_else(|| workspace.to_path_buf()))
+                .chain(program_reads(command, args))
+                .map(|p| FsGrant {
+                    path: p.display().to_string(),
+                    access: Access::ReadOnly,
+                })
+                .collect(),
             // Any host variable or secret may be granted on top.
             env: Vec::new(),
             secrets: Vec::new(),
@@ -89,8 +90,10 @@ pub fn effective_grant(
     }
 }
 
-/// The effective set for server `name`. Granted env names and secrets are
-/// whatever the grant lists: the request cannot know them in advance.
+/// The effective set for server `name`. Granted env names, secrets and
+/// extra directories (a stdio server's files: what the kernel sandbox lets
+/// it read or write) are whatever the grant lists: the request cannot know
+/// them in advance.
 pub fn effective(
     name: &str,
     requested: &Capabilities,
@@ -99,6 +102,10 @@ pub fn effective(
     let mut req = requested.clone();
     req.env = granted.env.clone();
     req.secrets.extend(granted.secrets.iter().cloned());
+    for g in &granted.filesystem {
+        req.filesystem.retain(|r| r.path != g.path);
+        req.filesystem.push(g.clone());
+    }
     // Absolute paths only: no workspace indirection for MCP servers.
     EffectiveCapabilities::new(name, &req, granted, None).0
 }
@@ -110,6 +117,59 @@ pub fn authority(url: &url::Url) -> String {
         Some(p) => format!("{host}:{p}"),
         None => host.to_string(),
     }
+}
+
+/// What the server's own program needs to read, as its configuration names
+/// it: a program given by path (its directory; a virtualenv's `bin/` means
+/// the whole environment), and every argument that is an existing absolute
+/// path (a script's directory; inside `node_modules`, the package tree that
+/// holds it). The kernel sandbox lets the process read these and no more.
+fn program_reads(command: &str, args: &[String]) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    let mut add = |p: PathBuf| {
+        if !out.iter().any(|o| p.starts_with(o)) {
+            out.retain(|o| !o.starts_with(&p));
+            out.push(p);
+        }
+    };
+    let program = Path::new(command);
+    // The directory canonical, the program not: a virtualenv's `python` is
+    // a symlink out of the environment.
+    if program.is_absolute()
+        && let Some(dir) = program.parent().and_then(|d| std::fs::canonicalize(d).ok())
+    {
+        let dir = dir.as_path();
+        match dir.parent() {
+            Some(env) if dir.ends_with("bin") && env.join("pyvenv.cfg").exists() => {
+                add(env.to_path_buf())
+            }
+            _ => add(dir.to_path_buf()),
+        }
+    }
+    for a in args {
+        // Canonical: grants name real paths (no `..`, no symlinks).
+        let Some(p) = Some(Path::new(a))
+            .filter(|p| p.is_absolute())
+            .and_then(|p| std::fs::canonicalize(p).ok())
+        else {
+            continue;
+        };
+        let p = p.as_path();
+        let modules = p
+            .ancestors()
+            .find(|d| d.file_name().is_some_and(|n| n == "node_modules"))
+            .and_then(Path::parent);
+        match modules {
+            Some(root) => add(root.to_path_buf()),
+            None if p.is_dir() => add(p.to_path_buf()),
+            None => {
+                if let Some(d) = p.parent() {
+                    add(d.to_path_buf());
+                }
+            }
+        }
+    }
+    out
 }
 
 fn program_name(command: &str) -> &str {

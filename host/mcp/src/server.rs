@@ -428,6 +428,7 @@ impl McpServer {
             mut child,
             pgid,
             stderr,
+            sandbox: _sandbox,
         } = session;
         let peer = running.peer().clone();
         // Deterministic lists: a failed refresh must not serve a stale cache.

@@ -31,10 +31,20 @@ fn the_fixture_sees_only_granted_names_and_never_a_credential() {
             Capabilities {
                 exec: vec![requested_exec],
                 env: vec!["TS_FIXTURE_VISIBLE".into(), "TS_FIXTURE_TOKEN".into()],
-                filesystem: vec![turnstone_runtime::FsGrant {
-                    path: ws.path().display().to_string(),
+                // An explicit grant replaces the request: it names what the
+                // sandboxed server reads (its virtualenv and its script).
+                filesystem: [
+                    ws.path().to_path_buf(),
+                    std::fs::canonicalize(py.parent().unwrap().parent().unwrap()).unwrap(),
+                    std::fs::canonicalize(turnstone_test_support::root().join("tests/mcp"))
+                        .unwrap(),
+                ]
+                .into_iter()
+                .map(|p| turnstone_runtime::FsGrant {
+                    path: p.display().to_string(),
                     access: turnstone_runtime::Access::ReadOnly,
-                }],
+                })
+                .collect(),
                 ..Default::default()
             },
         )]);

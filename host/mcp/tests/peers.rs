@@ -13,7 +13,7 @@ use turnstone_runtime::Capabilities;
 use turnstone_test_support::mcp::{everything_server, free_port, node};
 
 mod common;
-use common::{CONNECT, args, connected, fixture, hub, no_progress, stdio};
+use common::{CONNECT, args, connected, fixture, fixture_rw, hub, no_progress, stdio};
 
 /// Waits until server `name` reports why it could not connect.
 async fn failure_reason(hub: &McpHub, name: &str) -> String {
@@ -266,7 +266,7 @@ async fn a_crashed_server_is_a_tool_error_opens_the_breaker_and_a_probe_after_re
     let mut cfg = fixture(&[("FIXTURE_STARTS", &starts.display().to_string())]);
     cfg.breaker_threshold = Some(2);
     cfg.breaker_cool_down_secs = Some(1.5);
-    let hub = hub(vec![("fx", cfg)], BTreeMap::new(), ws.path());
+    let hub = hub(vec![("fx", cfg)], fixture_rw(ws.path()), ws.path());
     connected(&hub, "fx").await;
     let server = hub.server("fx").unwrap();
     let never = CancellationToken::new();
@@ -338,7 +338,7 @@ async fn a_cancelled_call_reaches_the_server_as_notifications_cancelled() {
     let ws = tempfile::tempdir().unwrap();
     let marker = ws.path().join("cancelled");
     let cfg = fixture(&[("FIXTURE_CANCELLED", &marker.display().to_string())]);
-    let hub = hub(vec![("fx", cfg)], BTreeMap::new(), ws.path());
+    let hub = hub(vec![("fx", cfg)], fixture_rw(ws.path()), ws.path());
     connected(&hub, "fx").await;
     let server = hub.server("fx").unwrap();
     let cancel = CancellationToken::new();
@@ -500,7 +500,7 @@ async fn a_list_changed_notification_refreshes_the_tools_of_a_live_connection() 
     let ws = tempfile::tempdir().unwrap();
     let starts = ws.path().join("starts");
     let cfg = fixture(&[("FIXTURE_STARTS", &starts.display().to_string())]);
-    let hub = hub(vec![("fx", cfg)], BTreeMap::new(), ws.path());
+    let hub = hub(vec![("fx", cfg)], fixture_rw(ws.path()), ws.path());
     connected(&hub, "fx").await;
     assert!(hub.tool("mcp__fx__fresh").is_none());
     // Builds the cached search index before the change.

@@ -197,6 +197,18 @@ pub struct Health {
     /// The default model.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_model: Option<DefaultModel>,
+    /// Whether processes plugins spawn can be sandboxed on this node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process_sandbox: Option<ProcessSandboxHealth>,
+}
+
+/// The kernel sandbox for spawned processes on this node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ProcessSandboxHealth {
+    /// Landlock, seccomp and user + network namespaces are all available.
+    pub available: bool,
+    /// What is available, or what is missing.
+    pub detail: String,
 }
 
 /// `health_changed`.

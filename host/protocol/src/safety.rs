@@ -184,4 +184,8 @@ pub struct ProcessTouch {
     /// The process sandbox refused it (the reason).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub denied: Option<String>,
+    /// How the started process is confined: the kernel sandbox (and its
+    /// network), or the operator's opt-out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<String>,
 }

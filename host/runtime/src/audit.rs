@@ -43,6 +43,9 @@ pub struct ProcessTouch {
     pub args: Vec<String>,
     /// The sandbox refused it: why.
     pub denied: Option<String>,
+    /// How the started process is confined (the kernel sandbox, or the
+    /// operator's opt-out).
+    pub sandbox: Option<String>,
 }
 
 /// Everything one call touched.
@@ -129,7 +132,13 @@ impl AuditRecorder {
     }
 
     /// A program started (or refused).
-    pub fn process(&self, program: &str, args: &[String], denied: Option<String>) {
+    pub fn process(
+        &self,
+        program: &str,
+        args: &[String],
+        denied: Option<String>,
+        sandbox: Option<String>,
+    ) {
         let mut budget = MAX_ARGS_CHARS;
         let mut kept = Vec::new();
         for a in args {
@@ -147,6 +156,7 @@ impl AuditRecorder {
                 program: program.to_string(),
                 args: kept,
                 denied,
+                sandbox,
             },
         );
     }
@@ -179,7 +189,7 @@ mod tests {
         a.file("/w/a".into(), "write", None);
         a.secret("K");
         a.secret("K");
-        a.process("git", &["log".into(), "x".repeat(1000)], None);
+        a.process("git", &["log".into(), "x".repeat(1000)], None, None);
         let t = a.snapshot();
         assert_eq!(t.files.len(), 2);
         assert_eq!(t.secrets, ["K"]);

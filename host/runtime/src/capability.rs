@@ -15,6 +15,18 @@ pub enum HttpAccess {
     PublicOnly,
 }
 
+/// Whether the processes a plugin spawns run in the kernel sandbox
+/// (`turnstone-sandbox`: Landlock, seccomp, a private network namespace).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProcessSandbox {
+    /// Sandboxed (the default).
+    On,
+    /// The operator opted this plugin out: its processes run with the host
+    /// user's rights.
+    Off,
+}
+
 /// Access mode of a filesystem grant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -99,6 +111,10 @@ pub struct Capabilities {
     /// workstream's attachments (`preview`, 0.2.0).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub preview: bool,
+    /// Operator only: `off` runs the processes this plugin spawns without
+    /// the kernel sandbox (default `on`). A manifest's value is ignored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process_sandbox: Option<ProcessSandbox>,
 }
 
 /// A capability family: what a [`Denial`] or a [`CapabilityParseError::BadName`]
@@ -502,6 +518,18 @@ pub struct EffectiveCapabilities {
 }
 
 impl EffectiveCapabilities {
+    /// Whether spawned processes run in the kernel sandbox: yes unless the
+    /// operator's grant says `process_sandbox = "off"`.
+    pub fn process_sandbox(&self) -> bool {
+        self.granted.process_sandbox != Some(ProcessSandbox::Off)
+    }
+
+    /// Whether any HTTP host is effective (a spawned process then gets the
+    /// egress proxy; otherwise no network at all).
+    pub fn has_http(&self) -> bool {
+        !self.granted_http.is_empty() && !self.requested_http.is_empty()
+    }
+
     /// Computes the intersection. Filesystem grants are resolved against
     /// `workspace`; a grant naming the workspace when none is configured, or a
     /// path that does not exist, is skipped (and reported by `skipped`).

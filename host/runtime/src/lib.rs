@@ -30,6 +30,7 @@ pub mod provider_error;
 pub mod provider_types;
 pub mod reconcile;
 pub mod registry;
+pub mod sandboxing;
 pub mod signing;
 pub mod state;
 

@@ -115,6 +115,8 @@ pub struct PluginContext {
     pub network: crate::netguard::NetworkPolicy,
     /// Processes started with `spawn-background`, killed when the plugin goes.
     pub(crate) background: crate::host::background::BackgroundProcesses,
+    /// The kernel sandbox its spawned processes run in.
+    pub(crate) sandbox: Arc<crate::sandboxing::Sandbox>,
 }
 
 /// Where a plugin comes from.
@@ -146,6 +148,9 @@ pub struct PluginSettings {
     pub network: crate::netguard::NetworkPolicy,
     /// Counters, shared across versions so a reload does not reset them.
     pub counters: Arc<PluginCounters>,
+    /// The kernel sandbox for processes it spawns (host-wide; default:
+    /// [`crate::sandboxing::host_sandbox`]).
+    pub sandbox: Arc<crate::sandboxing::Sandbox>,
 }
 
 impl Default for PluginSettings {
@@ -159,6 +164,7 @@ impl Default for PluginSettings {
             kv: Arc::new(crate::host::kv::MemoryKv::default()),
             network: Default::default(),
             counters: Arc::new(PluginCounters::default()),
+            sandbox: crate::sandboxing::host_sandbox(),
         }
     }
 }
@@ -418,6 +424,7 @@ fn context_for(
         background: Default::default(),
         network: settings.network,
         counters: settings.counters,
+        sandbox: settings.sandbox,
     });
     (ctx, skipped_grants)
 }

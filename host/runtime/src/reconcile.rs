@@ -377,6 +377,7 @@ impl PassCtx<'_> {
             kv: shared.kv(&name),
             network: opts.network.clone(),
             counters: shared.counters(&name),
+            sandbox: opts.sandbox.clone(),
         };
         entry.fingerprint = Some(fingerprint.clone());
         entry.settings_key = Some(settings_key.clone());

@@ -88,6 +88,8 @@ pub struct LoadOptions {
     pub secrets: Arc<dyn SecretSource>,
     /// SSRF policy for `<public>` HTTP grants.
     pub network: crate::netguard::NetworkPolicy,
+    /// The kernel sandbox for processes plugins spawn.
+    pub sandbox: Arc<crate::sandboxing::Sandbox>,
 }
 
 impl Default for LoadOptions {
@@ -98,6 +100,7 @@ impl Default for LoadOptions {
             workspace: None,
             secrets: Arc::new(EnvSecrets),
             network: Default::default(),
+            sandbox: crate::sandboxing::host_sandbox(),
         }
     }
 }

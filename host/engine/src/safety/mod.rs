@@ -94,6 +94,7 @@ pub fn capability_audit(
                 program: x.program,
                 args: x.args,
                 denied: x.denied,
+                sandbox: x.sandbox,
             })
             .collect(),
         secrets: t.secrets,

@@ -69,3 +69,26 @@ pub fn fixture(extra_env: &[(&str, &str)]) -> ServerConfig {
         .collect();
     cfg
 }
+
+/// The fixture's grant: its own request (workspace read-only, its
+/// virtualenv and script), with `extra` applied.
+pub fn fixture_grant(
+    ws: &std::path::Path,
+    extra: impl FnOnce(&mut Capabilities),
+) -> BTreeMap<String, Capabilities> {
+    let transport = fixture(&[]).transport("fx").expect("transport");
+    let mut g = turnstone_mcp::grants::requested(&transport, ws);
+    extra(&mut g);
+    BTreeMap::from([("fx".to_string(), g)])
+}
+
+/// The fixture's grant with the workspace read-write (its markers go there).
+pub fn fixture_rw(ws: &std::path::Path) -> BTreeMap<String, Capabilities> {
+    let ws = std::fs::canonicalize(ws).expect("workspace");
+    fixture_grant(&ws, |g| {
+        g.filesystem.push(turnstone_runtime::FsGrant {
+            path: ws.display().to_string(),
+            access: turnstone_runtime::Access::ReadWrite,
+        })
+    })
+}

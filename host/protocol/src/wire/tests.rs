@@ -380,6 +380,7 @@ fn every_global_event_has_the_contract_shape_and_round_trips() {
                     max_ws: None,
                     workstreams: None,
                     default_model: None,
+                    process_sandbox: None,
                 },
                 aggregate: Aggregate {
                     total_tokens: 1,

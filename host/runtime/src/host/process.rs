@@ -22,6 +22,10 @@ pub struct ChildProcess {
     pub(super) pgid: Option<u32>,
     pub(super) output: mpsc::Receiver<OutputChunk>,
     pub(super) status: Option<ExitStatus>,
+    /// The sandbox's host side (its egress proxy), kept while it runs.
+    pub(super) _sandbox: Option<turnstone_sandbox::Running>,
+    /// How it is confined, for the capability audit.
+    pub(super) confinement: String,
 }
 
 /// Converts an OS exit status.
@@ -107,7 +111,8 @@ const BASE_ENV: &[&str] = &["PATH", "LANG", "TERM"];
 
 fn spawn(state: &mut HostState, cmd: Command) -> Result<ChildProcess, ProcessError> {
     let (program, args) = (cmd.program.clone(), cmd.args.clone());
-    let result = spawn_for(&state.plugin, cmd);
+    let result = spawn_for(&state.plugin, cmd, &state.audit);
+    let sandbox = result.as_ref().ok().map(|c| c.confinement.clone());
     let denied = match &result {
         Ok(_) => None,
         Err(ProcessError::Denied(d)) => Some(format!(
@@ -116,7 +121,7 @@ fn spawn(state: &mut HostState, cmd: Command) -> Result<ChildProcess, ProcessErr
         )),
         Err(ProcessError::SpawnFailed(m)) => Some(format!("spawn failed: {m}")),
     };
-    state.audit.process(&program, &args, denied);
+    state.audit.process(&program, &args, denied, sandbox);
     result
 }
 
@@ -126,6 +131,7 @@ fn spawn(state: &mut HostState, cmd: Command) -> Result<ChildProcess, ProcessErr
 pub(crate) fn spawn_for(
     plugin: &crate::plugin::PluginContext,
     cmd: Command,
+    audit: &crate::audit::AuditRecorder,
 ) -> Result<ChildProcess, ProcessError> {
     let caps = &plugin.caps;
     let deny = |d: crate::capability::Denial| {
@@ -179,9 +185,28 @@ pub(crate) fn spawn_for(
                 .unwrap_or(Path::new("/")),
         ),
     };
-    let mut child = c
-        .spawn()
-        .map_err(|e| ProcessError::SpawnFailed(format!("{}: {e}", cmd.program)))?;
+    let mut sandbox = crate::sandboxing::prepare(plugin, &cmd.program, audit)
+        .map_err(ProcessError::SpawnFailed)?;
+    let confinement = match &sandbox {
+        Some(_) => crate::sandboxing::describe(plugin.caps.has_http()),
+        None => crate::sandboxing::OPTED_OUT.to_string(),
+    };
+    if let Some(s) = sandbox.as_mut() {
+        s.install(&mut c);
+    }
+    let mut child = c.spawn().map_err(|e| {
+        ProcessError::SpawnFailed(match sandbox {
+            Some(_) => format!("{}: {e} (while entering the process sandbox)", cmd.program),
+            None => format!("{}: {e}", cmd.program),
+        })
+    })?;
+    let sandbox = match sandbox.map(turnstone_sandbox::Prepared::start).transpose() {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = child.start_kill();
+            return Err(ProcessError::SpawnFailed(e.to_string()));
+        }
+    };
     if let (Some(input), Some(mut stdin)) = (cmd.stdin, child.stdin.take()) {
         tokio::spawn(async move {
             let _ = stdin.write_all(&input).await;
@@ -199,6 +224,8 @@ pub(crate) fn spawn_for(
         child,
         output: rx,
         status: None,
+        _sandbox: sandbox,
+        confinement,
     })
 }
 
@@ -314,7 +341,7 @@ pub(crate) async fn run_for(
     max_bytes: usize,
     cancel: Option<&tokio_util::sync::CancellationToken>,
 ) -> Result<CommandOutput, ProcessError> {
-    let mut child = spawn_for(plugin, cmd)?;
+    let mut child = spawn_for(plugin, cmd, &crate::audit::AuditRecorder::default())?;
     let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
     let collect = async {
         while let Some(chunk) = child.output.recv().await {

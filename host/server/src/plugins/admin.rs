@@ -326,6 +326,8 @@ pub fn subtract(grant: &Capabilities, what: &Capabilities) -> Capabilities {
         watches: grant.watches && !what.watches,
         notify: grant.notify && !what.notify,
         preview: grant.preview && !what.preview,
+        // Not a capability to take back: the operator's sandbox choice stays.
+        process_sandbox: grant.process_sandbox,
     }
 }
 

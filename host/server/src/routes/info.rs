@@ -53,7 +53,13 @@ pub fn health_fields(state: &AppState) -> Health {
         max_ws: None,
         workstreams: None,
         default_model: None,
+        process_sandbox: None,
     };
+    let sandbox = turnstone_runtime::sandboxing::host_sandbox();
+    h.process_sandbox = Some(turnstone_protocol::ProcessSandboxHealth {
+        available: sandbox.support().complete(),
+        detail: sandbox.support().summary(),
+    });
     if let Some(n) = &state.node {
         h.mcp = n
             .mgr

@@ -126,6 +126,38 @@ pub(crate) struct CapabilitySet {
     /// The preview pane (only present when true).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     preview: bool,
+    /// `off`: the operator runs this plugin's processes without the kernel
+    /// sandbox (only present when set).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    process_sandbox: Option<ProcessSandboxIn>,
+}
+
+/// Whether a plugin's spawned processes run in the kernel sandbox.
+#[derive(Serialize, Deserialize, ToSchema, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum ProcessSandboxIn {
+    /// Sandboxed (the default).
+    On,
+    /// Not sandboxed.
+    Off,
+}
+
+impl From<ProcessSandboxIn> for turnstone_runtime::capability::ProcessSandbox {
+    fn from(p: ProcessSandboxIn) -> Self {
+        match p {
+            ProcessSandboxIn::On => Self::On,
+            ProcessSandboxIn::Off => Self::Off,
+        }
+    }
+}
+
+impl From<turnstone_runtime::capability::ProcessSandbox> for ProcessSandboxIn {
+    fn from(p: turnstone_runtime::capability::ProcessSandbox) -> Self {
+        match p {
+            turnstone_runtime::capability::ProcessSandbox::On => Self::On,
+            turnstone_runtime::capability::ProcessSandbox::Off => Self::Off,
+        }
+    }
 }
 
 impl From<&Capabilities> for CapabilitySet {
@@ -146,6 +178,7 @@ impl From<&Capabilities> for CapabilitySet {
             watches,
             notify,
             preview,
+            process_sandbox,
         } = c;
         Self {
             filesystem: filesystem
@@ -168,6 +201,7 @@ impl From<&Capabilities> for CapabilitySet {
             watches: *watches,
             notify: *notify,
             preview: *preview,
+            process_sandbox: process_sandbox.map(Into::into),
         }
     }
 }
@@ -267,6 +301,10 @@ pub(crate) struct GrantCapabilities {
     /// May open content in the caller's preview pane.
     #[serde(default)]
     preview: bool,
+    /// `off` runs the plugin's spawned processes without the kernel sandbox
+    /// (Landlock, seccomp, network namespace); default `on`.
+    #[serde(default)]
+    process_sandbox: Option<ProcessSandboxIn>,
 }
 
 impl From<GrantCapabilities> for Capabilities {
@@ -286,6 +324,7 @@ impl From<GrantCapabilities> for Capabilities {
             watches,
             notify,
             preview,
+            process_sandbox,
         } = g;
         let filesystem = filesystem
             .into_iter()
@@ -309,6 +348,7 @@ impl From<GrantCapabilities> for Capabilities {
             watches,
             notify,
             preview,
+            process_sandbox: process_sandbox.map(Into::into),
         }
     }
 }
@@ -413,6 +453,7 @@ impl From<RevokeCapabilities> for Capabilities {
             watches,
             notify,
             preview,
+            process_sandbox: None,
         }
     }
 }

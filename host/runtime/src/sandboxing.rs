@@ -1,0 +1,179 @@
+//! Processes a plugin spawns run under its grants, enforced by the kernel
+//! (`turnstone-sandbox`): its filesystem grants become the Landlock ruleset,
+//! its `http` grant the egress proxy's rules (no grant: no network), plus
+//! the seccomp deny list. The operator can opt a plugin out
+//! (`process_sandbox = "off"` in its grant).
+
+use crate::audit::AuditRecorder;
+use crate::capability::{Access, EffectiveCapabilities, HttpAccess};
+use crate::netguard::NetworkPolicy;
+use crate::plugin::{PluginContext, PluginCounters};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::{Arc, OnceLock};
+pub use turnstone_sandbox::{
+    DEFAULT_HOME_CONFIG, Policy, Prepared, Running, Sandbox, Support, SystemPaths,
+};
+
+static HOST: OnceLock<Arc<Sandbox>> = OnceLock::new();
+
+/// Sets this process's sandbox from the operator's configuration (once, at
+/// start, before plugins load). Returns false when one was already set.
+pub fn set_host_sandbox(sandbox: Arc<Sandbox>) -> bool {
+    HOST.set(sandbox).is_ok()
+}
+
+/// This process's sandbox: the configured one, else [`default_sandbox`].
+pub fn host_sandbox() -> Arc<Sandbox> {
+    HOST.get().cloned().unwrap_or_else(default_sandbox)
+}
+
+/// The host-wide sandbox for hosts that configure nothing: this kernel,
+/// the default system locations and the toolchains on `PATH`. Probed once.
+pub fn default_sandbox() -> Arc<Sandbox> {
+    static DEFAULT: OnceLock<Arc<Sandbox>> = OnceLock::new();
+    DEFAULT
+        .get_or_init(|| {
+            Arc::new(Sandbox::new(
+                Support::probe(),
+                SystemPaths::default()
+                    .with_toolchains(
+                        std::env::var_os("PATH").as_deref(),
+                        std::env::var_os("RUSTUP_HOME").map(Into::into),
+                    )
+                    .with_home_config(
+                        std::env::var_os("HOME").map(PathBuf::from).as_deref(),
+                        turnstone_sandbox::DEFAULT_HOME_CONFIG,
+                    ),
+            ))
+        })
+        .clone()
+}
+
+/// How one spawned process is confined, for the capability audit and logs.
+pub(crate) fn describe(network: bool) -> String {
+    if network {
+        "sandboxed: Landlock, seccomp, network only through the egress proxy".into()
+    } else {
+        "sandboxed: Landlock, seccomp, no network".into()
+    }
+}
+
+/// Shown in the audit when the operator opted the plugin out.
+pub(crate) const OPTED_OUT: &str = "not sandboxed: the operator set process_sandbox = \"off\"";
+
+/// The sandbox for one process of `plugin` running `program`, or `None`
+/// when the operator opted the plugin out. An unavailable sandbox is an
+/// error naming the opt-out, never a silent downgrade.
+pub(crate) fn prepare(
+    plugin: &PluginContext,
+    program: &str,
+    audit: &AuditRecorder,
+) -> Result<Option<Prepared>, String> {
+    if !plugin.caps.process_sandbox() {
+        return Ok(None);
+    }
+    let policy = policy(&plugin.caps, program, || {
+        Arc::new(PluginEgress {
+            caps: plugin.caps.clone(),
+            network: plugin.network.clone(),
+            counters: plugin.counters.clone(),
+            audit: audit.clone(),
+        })
+    });
+    plugin.sandbox.prepare(&policy).map(Some).map_err(|e| {
+        format!(
+            "{e}; to run {}'s processes unsandboxed, set process_sandbox = \"off\" in [plugins.grants.{}]",
+            plugin.name, plugin.name
+        )
+    })
+}
+
+/// The policy for `caps`: read-write and read-only grants as given, the
+/// program's own directory readable when it is named by path, network
+/// through `egress` only with an `http` grant.
+pub fn policy(
+    caps: &EffectiveCapabilities,
+    program: &str,
+    egress: impl FnOnce() -> Arc<dyn turnstone_sandbox::EgressPolicy>,
+) -> Policy {
+    let mut policy = Policy::default();
+    for d in caps.dirs() {
+        match d.access {
+            Access::ReadWrite => policy.read_write.push(d.path.clone()),
+            Access::ReadOnly => policy.read_only.push(d.path.clone()),
+        }
+    }
+    let program = Path::new(program);
+    if program.is_absolute()
+        && let Some(dir) = program.parent()
+    {
+        policy.read_only.push(dir.to_path_buf());
+    }
+    if caps.has_http() {
+        policy.network = Some(egress());
+    }
+    policy
+}
+
+/// The egress proxy's rules for one plugin: its `http` grant, `<public>`
+/// screened by the SSRF guard; each decision goes into the capability audit.
+pub struct PluginEgress {
+    caps: EffectiveCapabilities,
+    network: NetworkPolicy,
+    counters: Arc<PluginCounters>,
+    audit: AuditRecorder,
+}
+
+impl PluginEgress {
+    /// Rules from `caps`, `<public>` screened by `network`.
+    pub fn new(
+        caps: EffectiveCapabilities,
+        network: NetworkPolicy,
+        counters: Arc<PluginCounters>,
+        audit: AuditRecorder,
+    ) -> Self {
+        Self {
+            caps,
+            network,
+            counters,
+            audit,
+        }
+    }
+}
+
+impl turnstone_sandbox::EgressPolicy for PluginEgress {
+    fn resolve<'a>(
+        &'a self,
+        host: &'a str,
+        port: u16,
+        method: &'a str,
+    ) -> Pin<Box<dyn Future<Output = Result<SocketAddr, String>> + Send + 'a>> {
+        Box::pin(async move {
+            let decided = match self.caps.check_http(host, port) {
+                Err(d) => Err(d.to_string()),
+                Ok(HttpAccess::PublicOnly) => self
+                    .network
+                    .screen(host, port)
+                    .await
+                    .map_err(|e| e.to_string()),
+                Ok(HttpAccess::Granted) => match tokio::net::lookup_host((host, port)).await {
+                    Ok(mut addrs) => addrs.next().ok_or_else(|| format!("{host} has no address")),
+                    Err(e) => Err(format!("cannot resolve {host}: {e}")),
+                },
+            };
+            self.audit.host(
+                format!("{host}:{port}"),
+                format!("{method} (process, via proxy)"),
+                decided.as_ref().err().cloned(),
+            );
+            if let Err(reason) = &decided {
+                self.counters.denial();
+                tracing::warn!("egress proxy refused {host}:{port}: {reason}");
+            }
+            decided
+        })
+    }
+}
