@@ -13,6 +13,7 @@ Tools:
   add_tool(name)     registers a tool `name` and announces notifications/tools/list_changed
   read_path(path)    the file's text, or "error: <reason>"
   write_path(path, text)  "ok", or "error: <reason>"
+  fetch(url)         the body of a GET (proxies from the environment), or "error: <reason>"
 A marker file named by $FIXTURE_STARTS (when set) gets one line per start,
 so a test can count restarts.
 """
@@ -83,6 +84,17 @@ def write_path(path: str, text: str) -> str:
         return "ok"
     except OSError as e:
         return f"error: {e.strerror}"
+
+
+@server.tool(description="GET a URL (through HTTP_PROXY when set); the body or 'error: <reason>'.")
+def fetch(url: str) -> str:
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return r.read().decode()
+    except Exception as e:  # noqa: BLE001 - the test reads the reason
+        return f"error: {e}"
 
 
 @server.tool(description="Exit the server process in the middle of the call.")

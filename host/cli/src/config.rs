@@ -164,7 +164,7 @@ pub struct ProcessSandboxConfig {
     /// More read-only locations (e.g. a shared toolchain or cache).
     pub extra_read_only: Vec<PathBuf>,
     /// Per-user configuration readable from `$HOME` (relative paths);
-    /// default `.gitconfig` and `.config/git`.
+    /// default `.gitconfig` and `.config/git/{config,ignore,attributes}`.
     pub home_read_only: Option<Vec<PathBuf>>,
     /// Behave as if the kernel lacked Landlock (to check the refusal path).
     pub assume_unsupported: bool,

@@ -86,7 +86,7 @@ pub async fn stdio(
     // filesystem grants, network only through the egress proxy with an
     // `http` grant, the seccomp deny list; unless the operator opted out.
     let mut sandbox = if caps.process_sandbox() {
-        let policy = turnstone_runtime::sandboxing::policy(caps, &plan.program, || {
+        let policy = turnstone_runtime::sandboxing::policy(caps, || {
             Arc::new(turnstone_runtime::sandboxing::PluginEgress::new(
                 caps.clone(),
                 env.network.clone(),
@@ -111,10 +111,14 @@ pub async fn stdio(
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
         .kill_on_drop(true);
-    if let Some(s) = sandbox.as_mut() {
-        s.install(&mut cmd);
+    // Its own process group; a sandboxed server its own session (a new
+    // group too, and no controlling terminal).
+    match sandbox.as_mut() {
+        Some(s) => s.install(&mut cmd),
+        None => {
+            cmd.process_group(0);
+        }
     }
     let mut child = cmd
         .spawn()

@@ -90,8 +90,8 @@ pub fn effective_grant(
     }
 }
 
-/// The effective set for server `name`. Granted env names, secrets and
-/// extra directories (a stdio server's files: what the kernel sandbox lets
+/// The effective set for server `name`. Granted env names, secrets, hosts
+/// and extra directories (a stdio server's files: what the kernel sandbox lets
 /// it read or write) are whatever the grant lists: the request cannot know
 /// them in advance.
 pub fn effective(
@@ -102,6 +102,13 @@ pub fn effective(
     let mut req = requested.clone();
     req.env = granted.env.clone();
     req.secrets.extend(granted.secrets.iter().cloned());
+    // A stdio server's processes reach the hosts the operator grants,
+    // through the sandbox's egress proxy.
+    for h in &granted.http {
+        if !req.http.contains(h) {
+            req.http.push(h.clone());
+        }
+    }
     for g in &granted.filesystem {
         req.filesystem.retain(|r| r.path != g.path);
         req.filesystem.push(g.clone());
@@ -125,9 +132,13 @@ pub fn authority(url: &url::Url) -> String {
 /// path (a script's directory; inside `node_modules`, the package tree that
 /// holds it). The kernel sandbox lets the process read these and no more.
 fn program_reads(command: &str, args: &[String]) -> Vec<PathBuf> {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
     let mut out: Vec<PathBuf> = Vec::new();
     let mut add = |p: PathBuf| {
-        if !out.iter().any(|o| p.starts_with(o)) {
+        // Never `/`, `$HOME` or above it (`node ~/server.js` must not open
+        // the whole home directory): name such a path in a grant instead.
+        let too_wide = p.parent().is_none() || home.as_ref().is_some_and(|h| h.starts_with(&p));
+        if !too_wide && !out.iter().any(|o| p.starts_with(o)) {
             out.retain(|o| !o.starts_with(&p));
             out.push(p);
         }

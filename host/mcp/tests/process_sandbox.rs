@@ -81,3 +81,62 @@ async fn a_stdio_server_reads_and_writes_only_what_it_was_granted() {
 fn hub_with(ws: &std::path::Path, extra: impl FnOnce(&mut Capabilities)) -> std::sync::Arc<McpHub> {
     hub(vec![("fx", fixture(&[]))], fixture_grant(ws, extra), ws)
 }
+
+/// A loopback HTTP listener answering `hello`, counting connections.
+async fn listener() -> (
+    std::net::SocketAddr,
+    std::sync::Arc<std::sync::atomic::AtomicUsize>,
+) {
+    use std::sync::atomic::Ordering;
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = l.local_addr().expect("addr");
+    let seen = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = seen.clone();
+    tokio::spawn(async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        while let Ok((mut s, _)) = l.accept().await {
+            counter.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                let mut buf = [0u8; 2048];
+                let _ = s.read(&mut buf).await;
+                let _ = s
+                    .write_all(
+                        b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\nconnection: close\r\n\r\nhello",
+                    )
+                    .await;
+            });
+        }
+    });
+    (addr, seen)
+}
+
+#[tokio::test]
+async fn a_stdio_server_reaches_only_granted_hosts_through_the_proxy() {
+    use std::sync::atomic::Ordering;
+    let ws = tempfile::tempdir().expect("ws");
+    let ws_path = std::fs::canonicalize(ws.path()).expect("canonical");
+    let (addr, seen) = listener().await;
+    let url = format!("http://127.0.0.1:{}/", addr.port());
+
+    // No http grant: no network; the listener sees nothing.
+    let hub = hub_with(&ws_path, |_| {});
+    connected(&hub, "fx").await;
+    let out = call(&hub, "fetch", json!({ "url": url })).await;
+    assert!(out.starts_with("error:"), "{out}");
+    assert_eq!(seen.load(Ordering::SeqCst), 0);
+    hub.shutdown();
+
+    // Granted by name: through the egress proxy; another port is refused.
+    let hub = hub_with(&ws_path, |g| {
+        g.http.push(format!("127.0.0.1:{}", addr.port()))
+    });
+    connected(&hub, "fx").await;
+    assert_eq!(call(&hub, "fetch", json!({ "url": url })).await, "hello");
+    let other = format!("http://127.0.0.1:{}/", addr.port() + 1);
+    let out = call(&hub, "fetch", json!({ "url": other })).await;
+    assert!(out.contains("403"), "{out}");
+    assert_eq!(seen.load(Ordering::SeqCst), 1);
+    hub.shutdown();
+}

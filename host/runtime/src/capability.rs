@@ -518,6 +518,11 @@ pub struct EffectiveCapabilities {
 }
 
 impl EffectiveCapabilities {
+    /// The plugin these capabilities belong to.
+    pub fn plugin(&self) -> &str {
+        &self.plugin
+    }
+
     /// Whether spawned processes run in the kernel sandbox: yes unless the
     /// operator's grant says `process_sandbox = "off"`.
     pub fn process_sandbox(&self) -> bool {

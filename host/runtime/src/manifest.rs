@@ -200,7 +200,7 @@ impl Manifest {
 
     /// Parses and validates manifest text; `path` is used in messages.
     pub fn parse(text: &str, path: &Path) -> Result<Self, ManifestError> {
-        let manifest: Manifest = toml::from_str(text).map_err(|e| ManifestError::Parse {
+        let mut manifest: Manifest = toml::from_str(text).map_err(|e| ManifestError::Parse {
             path: path.to_path_buf(),
             message: e.message().to_string(),
         })?;
@@ -256,6 +256,14 @@ impl Manifest {
                     kind.as_str()
                 )));
             }
+        }
+        // Only the operator decides whether a plugin's processes leave the
+        // kernel sandbox (a built-in's request is its default grant).
+        if manifest.capabilities.process_sandbox.take().is_some() {
+            tracing::warn!(
+                "{}: process_sandbox in a manifest is ignored (an operator grant setting)",
+                path.display()
+            );
         }
         // Any kind may ask for operator-configured hosts; nothing matches until granted.
         let allow_configured = true;

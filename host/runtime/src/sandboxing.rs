@@ -10,7 +10,7 @@ use crate::netguard::NetworkPolicy;
 use crate::plugin::{PluginContext, PluginCounters};
 use std::future::Future;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
 pub use turnstone_sandbox::{
@@ -64,18 +64,17 @@ pub(crate) fn describe(network: bool) -> String {
 /// Shown in the audit when the operator opted the plugin out.
 pub(crate) const OPTED_OUT: &str = "not sandboxed: the operator set process_sandbox = \"off\"";
 
-/// The sandbox for one process of `plugin` running `program`, or `None`
+/// The sandbox for one process of `plugin`, or `None`
 /// when the operator opted the plugin out. An unavailable sandbox is an
 /// error naming the opt-out, never a silent downgrade.
 pub(crate) fn prepare(
     plugin: &PluginContext,
-    program: &str,
     audit: &AuditRecorder,
 ) -> Result<Option<Prepared>, String> {
     if !plugin.caps.process_sandbox() {
         return Ok(None);
     }
-    let policy = policy(&plugin.caps, program, || {
+    let policy = policy(&plugin.caps, || {
         Arc::new(PluginEgress {
             caps: plugin.caps.clone(),
             network: plugin.network.clone(),
@@ -91,12 +90,13 @@ pub(crate) fn prepare(
     })
 }
 
-/// The policy for `caps`: read-write and read-only grants as given, the
-/// program's own directory readable when it is named by path, network
-/// through `egress` only with an `http` grant.
+/// The policy for `caps`: read-write and read-only grants as given,
+/// network through `egress` only with an `http` grant, a private temp
+/// directory. (Programs resolve through the system locations and the
+/// toolchains on `PATH`; `exec` grants match file names, so a program's
+/// own directory is never granted for it.)
 pub fn policy(
     caps: &EffectiveCapabilities,
-    program: &str,
     egress: impl FnOnce() -> Arc<dyn turnstone_sandbox::EgressPolicy>,
 ) -> Policy {
     let mut policy = Policy::default();
@@ -106,16 +106,34 @@ pub fn policy(
             Access::ReadOnly => policy.read_only.push(d.path.clone()),
         }
     }
-    let program = Path::new(program);
-    if program.is_absolute()
-        && let Some(dir) = program.parent()
-    {
-        policy.read_only.push(dir.to_path_buf());
-    }
     if caps.has_http() {
         policy.network = Some(egress());
     }
+    policy.tmp_dir = private_tmp(caps.plugin());
     policy
+}
+
+/// `$TMPDIR/turnstone-tmp-<uid>/<plugin>` (mode 0700), created on first
+/// use: the plugin's processes share it, no other plugin's do.
+fn private_tmp(plugin: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    let uid = rustix::process::geteuid().as_raw();
+    let root = std::env::temp_dir().join(format!("turnstone-tmp-{uid}"));
+    let dir = root.join(plugin.replace(['/', '.'], "_"));
+    let mut b = std::fs::DirBuilder::new();
+    b.recursive(true).mode(0o700);
+    b.create(&dir).ok()?;
+    // Refuse a directory someone else planted or opened up.
+    let meta = std::fs::symlink_metadata(&root).ok()?;
+    use std::os::unix::fs::MetadataExt;
+    if meta.uid() != uid || meta.permissions().mode() & 0o077 != 0 || !meta.is_dir() {
+        tracing::warn!(
+            "not using {} as private temp: not ours or not 0700",
+            root.display()
+        );
+        return None;
+    }
+    std::fs::canonicalize(dir).ok()
 }
 
 /// The egress proxy's rules for one plugin: its `http` grant, `<public>`

@@ -71,7 +71,9 @@ async fn bash_with_default_grants_is_confined_to_the_workspace() {
             "echo inside > a.txt && cat a.txt; \
              echo pwned > {o}/x.txt; echo write=$?; \
              cat {s}; echo read=$?; \
-             bash -c 'sh -c \"cat {s}; echo deep=\\$?\"'",
+             bash -c 'sh -c \"cat {s}; echo deep=\\$?\"'; \
+             f=$(mktemp) && echo t > \"$f\" && echo tmp=ok; \
+             echo x > /tmp/turnstone-shared-$$; echo shared-tmp=$?",
             o = outside.path().display(),
             s = planted.0.display(),
         ),
@@ -84,6 +86,11 @@ async fn bash_with_default_grants_is_confined_to_the_workspace() {
     assert!(
         out.contains("deep=1"),
         "a grandchild is confined too: {out}"
+    );
+    assert!(out.contains("tmp=ok"), "a private temp directory: {out}");
+    assert!(
+        out.contains("shared-tmp=1"),
+        "/tmp itself is not writable: {out}"
     );
     assert!(!out.contains("PLANTED-SECRET"), "{out}");
     assert!(out.contains("Permission denied"), "{out}");

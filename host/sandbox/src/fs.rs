@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 /// The newest ABI this build knows; older kernels get what they support of
 /// it (Landlock's best-effort mode), newer ones at least this.
-const ABI_TARGET: ABI = ABI::V6;
+const ABI_TARGET: ABI = ABI::V10;
 
 /// System locations every sandboxed process may read and execute from, so
 /// programs, their libraries and their configuration resolve. Explicit and
@@ -43,7 +43,12 @@ pub const DEFAULT_SYSTEM_PATHS: &[&str] = &[
 /// Per-user configuration every sandboxed process may read (relative to
 /// `$HOME`): `git` refuses to run when its user config exists but cannot
 /// be read. Nothing else of `$HOME` is readable unless granted.
-pub const DEFAULT_HOME_CONFIG: &[&str] = &[".gitconfig", ".config/git"];
+pub const DEFAULT_HOME_CONFIG: &[&str] = &[
+    ".gitconfig",
+    ".config/git/config",
+    ".config/git/ignore",
+    ".config/git/attributes",
+];
 
 /// Device files every process may use.
 pub const DEFAULT_DEVICES: &[&str] = &[
@@ -52,9 +57,6 @@ pub const DEFAULT_DEVICES: &[&str] = &[
     "/dev/full",
     "/dev/random",
     "/dev/urandom",
-    "/dev/tty",
-    "/dev/pts",
-    "/dev/ptmx",
 ];
 
 impl Default for SystemPaths {
@@ -77,8 +79,12 @@ impl SystemPaths {
         rustup_home: Option<PathBuf>,
     ) -> Self {
         let Some(path) = path else { return self };
+        let home = std::env::var_os("HOME").map(PathBuf::from);
         for dir in std::env::split_paths(path) {
-            if !dir.is_absolute() || self.covers(&dir) {
+            // Never `/`, `$HOME` or above it: a toolchain lives below.
+            let too_wide =
+                dir.parent().is_none() || home.as_ref().is_some_and(|h| h.starts_with(&dir));
+            if !dir.is_absolute() || too_wide || self.covers(&dir) {
                 continue;
             }
             if dir.join("rustup").exists() {
@@ -143,7 +149,7 @@ pub(crate) fn ruleset(
     let err = |e: landlock::RulesetError| SandboxError::Landlock(e.to_string());
     let all = AccessFs::from_all(ABI_TARGET);
     let read = AccessFs::from_read(ABI_TARGET);
-    let device = AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::ReadDir | AccessFs::IoctlDev;
+    let device = AccessFs::ReadFile | AccessFs::WriteFile;
     let mut created = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(all)
@@ -179,7 +185,7 @@ pub(crate) fn ruleset(
     for p in &policy.read_only {
         add(p, read)?;
     }
-    for p in &policy.read_write {
+    for p in policy.read_write.iter().chain(&policy.tmp_dir) {
         add(p, all)?;
     }
     Ok(created)

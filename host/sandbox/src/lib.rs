@@ -58,6 +58,9 @@ pub struct Policy {
     pub read_only: Vec<PathBuf>,
     /// Outbound network through the egress proxy; `None`: no network at all.
     pub network: Option<Arc<dyn EgressPolicy>>,
+    /// A private temporary directory: read-write, and `TMPDIR` (`TMP`,
+    /// `TEMP`) point there, since `/tmp` is not writable in the sandbox.
+    pub tmp_dir: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for Policy {
@@ -66,6 +69,7 @@ impl std::fmt::Debug for Policy {
             .field("read_write", &self.read_write)
             .field("read_only", &self.read_only)
             .field("network", &self.network.is_some())
+            .field("tmp_dir", &self.tmp_dir)
             .finish()
     }
 }
@@ -113,6 +117,7 @@ impl Sandbox {
             parent_sock,
             child_sock,
             egress: policy.network.clone(),
+            tmp_dir: policy.tmp_dir.clone(),
         })
     }
 }
@@ -123,12 +128,20 @@ pub struct Prepared {
     parent_sock: Option<OwnedFd>,
     child_sock: Option<OwnedFd>,
     egress: Option<Arc<dyn EgressPolicy>>,
+    tmp_dir: Option<PathBuf>,
 }
 
 impl Prepared {
-    /// Installs the sandbox on `cmd`: the pre-exec setup and, with network,
-    /// the proxy variables (`HTTP_PROXY`, `HTTPS_PROXY` and lower-case).
+    /// Installs the sandbox on `cmd`: the pre-exec setup (the child starts
+    /// its own session, which is also its own process group: do not set
+    /// `process_group` as well) and, with network, the proxy variables
+    /// (`HTTP_PROXY`, `HTTPS_PROXY` and lower-case).
     pub fn install(&mut self, cmd: &mut tokio::process::Command) {
+        if let Some(tmp) = &self.tmp_dir {
+            for name in ["TMPDIR", "TMP", "TEMP"] {
+                cmd.env(name, tmp);
+            }
+        }
         if self.egress.is_some() {
             let url = format!("http://127.0.0.1:{PROXY_PORT}");
             for name in ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"] {

@@ -28,6 +28,9 @@ pub(crate) fn socket_pair() -> Result<(OwnedFd, OwnedFd), SandboxError> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
+/// The id a host running as root has inside the sandbox.
+const UNPRIVILEGED_ID: u32 = 1000;
+
 /// Room for one `SCM_RIGHTS` control message with one descriptor.
 #[repr(C, align(8))]
 struct ControlBuffer([u8; 64]);
@@ -50,13 +53,15 @@ impl ChildSetup {
     ) -> Self {
         // SAFETY: plain getters.
         let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+        // The same ids inside, so files keep their owners and `git` its
+        // ownership checks; except root, which is not root inside: a
+        // non-zero id loses every capability at `exec`.
+        let inside = |id: u32| if id == 0 { UNPRIVILEGED_ID } else { id };
         Self {
             ruleset: Some(ruleset),
             filters,
-            // The same ids inside: files keep their owners, `git` its
-            // ownership checks. NUL-terminated paths are below.
-            uid_map: format!("{uid} {uid} 1\n").into_bytes(),
-            gid_map: format!("{gid} {gid} 1\n").into_bytes(),
+            uid_map: format!("{} {uid} 1\n", inside(uid)).into_bytes(),
+            gid_map: format!("{} {gid} 1\n", inside(gid)).into_bytes(),
             listener_to: listener_to.map(AsRawFd::as_raw_fd),
         }
     }
@@ -67,6 +72,8 @@ impl ChildSetup {
         // SAFETY (whole function): raw system calls on memory owned by
         // `self`, which the fork copied; nothing allocates.
         unsafe {
+            // Its own session: no controlling terminal to type into.
+            check(libc::setsid())?;
             check(libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET))?;
             write_file(c"/proc/self/setgroups", b"deny")?;
             write_file(c"/proc/self/uid_map", &self.uid_map)?;
@@ -78,13 +85,16 @@ impl ChildSetup {
                 libc::close(listener);
             }
         }
-        if let Some(ruleset) = self.ruleset.take() {
-            let status = ruleset
-                .restrict_self()
-                .map_err(|_| io::Error::from_raw_os_error(libc::EPERM))?;
-            if status.ruleset == landlock::RulesetStatus::NotEnforced {
-                return Err(io::Error::from_raw_os_error(libc::ENOSYS));
-            }
+        // Never run without the ruleset (a second call of this hook has none).
+        let ruleset = self
+            .ruleset
+            .take()
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?;
+        let status = ruleset
+            .restrict_self()
+            .map_err(|_| io::Error::from_raw_os_error(libc::EPERM))?;
+        if status.ruleset == landlock::RulesetStatus::NotEnforced {
+            return Err(io::Error::from_raw_os_error(libc::ENOSYS));
         }
         for f in &self.filters {
             seccompiler::apply_filter(f).map_err(|_| io::Error::from_raw_os_error(libc::EPERM))?;
@@ -107,9 +117,13 @@ unsafe fn write_file(path: &std::ffi::CStr, data: &[u8]) -> io::Result<()> {
         let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
         check(fd)?;
         let n = libc::write(fd, data.as_ptr().cast(), data.len());
+        let err = io::Error::last_os_error();
         libc::close(fd);
-        if n < 0 || n as usize != data.len() {
-            return Err(io::Error::last_os_error());
+        if n < 0 {
+            return Err(err);
+        }
+        if n as usize != data.len() {
+            return Err(io::Error::from_raw_os_error(libc::EIO));
         }
     }
     Ok(())

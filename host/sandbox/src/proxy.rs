@@ -34,6 +34,12 @@ pub trait EgressPolicy: Send + Sync + 'static {
 
 type ProxyBody = BoxBody<Bytes, hyper::Error>;
 
+/// Concurrent connections one sandboxed process may hold open.
+const MAX_CONNECTIONS: usize = 64;
+
+/// How long a client may take to send a request's head.
+const HEADER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
 fn text(status: StatusCode, body: String) -> Response<ProxyBody> {
     let mut res = Response::new(
         Full::new(Bytes::from(body))
@@ -55,11 +61,22 @@ pub(crate) fn serve(
         // Dropped when this task is aborted: every tunnel watching it ends.
         let (_alive, stop) = watch::channel(());
         let mut conns = tokio::task::JoinSet::new();
+        // A process cannot hold more of the host's sockets than this.
+        let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
         loop {
             tokio::select! {
                 accepted = listener.accept() => match accepted {
                     Ok((stream, _)) => {
-                        conns.spawn(connection(stream, egress.clone(), stop.clone()));
+                        let Ok(slot) = slots.clone().try_acquire_owned() else {
+                            tracing::warn!("egress proxy: {MAX_CONNECTIONS} connections open; refusing more");
+                            drop(stream);
+                            continue;
+                        };
+                        let (egress, stop) = (egress.clone(), stop.clone());
+                        conns.spawn(async move {
+                            connection(stream, egress, stop).await;
+                            drop(slot);
+                        });
                     }
                     Err(e) => {
                         tracing::debug!("egress proxy accept failed: {e}");
@@ -79,6 +96,8 @@ async fn connection(stream: TcpStream, egress: Arc<dyn EgressPolicy>, stop: watc
         async move { Ok::<_, Infallible>(handle(req, egress, stop).await) }
     });
     let _ = hyper::server::conn::http1::Builder::new()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(HEADER_TIMEOUT)
         .serve_connection(TokioIo::new(stream), svc)
         .with_upgrades()
         .await;
@@ -189,10 +208,13 @@ async fn forward(
     let headers = req.headers_mut();
     headers.remove("proxy-connection");
     headers.remove(http::header::PROXY_AUTHORIZATION);
-    if !headers.contains_key(http::header::HOST)
-        && let Ok(v) = http::HeaderValue::from_str(authority.as_str())
-    {
-        headers.insert(http::header::HOST, v);
+    // The checked host, whatever the client wrote: a shared front end must
+    // not route to a virtual host that was not granted.
+    match http::HeaderValue::from_str(authority.as_str()) {
+        Ok(v) => {
+            headers.insert(http::header::HOST, v);
+        }
+        Err(e) => return bad_gateway(&e),
     }
     match sender.send_request(req).await {
         Ok(res) => res.map(|b| b.boxed()),

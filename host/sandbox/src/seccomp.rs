@@ -67,6 +67,14 @@ const NAMESPACE_FLAGS: &[u64] = &[
     libc::CLONE_NEWCGROUP as u64,
 ];
 
+/// The obsolete `SOCK_PACKET` type (libc deprecates the name; the kernel
+/// still honours it with `CAP_NET_RAW`).
+const SOCK_PACKET: i32 = 10;
+
+/// `ioctl` requests that inject input into a terminal.
+const TIOCSTI: u64 = 0x5412;
+const TIOCLINUX: u64 = 0x541C;
+
 #[cfg(target_arch = "x86_64")]
 const ARCH: TargetArch = TargetArch::x86_64;
 #[cfg(target_arch = "aarch64")]
@@ -96,22 +104,38 @@ pub(crate) fn filters() -> Result<Vec<BpfProgram>, SandboxError> {
     for (_, nr) in DENIED {
         rules.insert(*nr, vec![]);
     }
-    // Raw and packet sockets (sniffing, spoofing); ordinary TCP/UDP, Unix
-    // and netlink sockets stay.
+    // Packet and raw IP sockets (sniffing, spoofing) and Unix sockets:
+    // Landlock before ABI 9 cannot restrict connecting to a socket file
+    // by path, and a session bus, container runtime or agent socket would
+    // be a way out. `socketpair` (pipes between processes) stays, as do
+    // TCP/UDP (the namespace confines them) and netlink.
+    let sock_type = |t: i32| {
+        SeccompCondition::new(
+            1,
+            SeccompCmpArgLen::Dword,
+            SeccompCmpOp::MaskedEq(0xf),
+            t as u64,
+        )
+        .map_err(err)
+    };
+    let mut socket = vec![
+        SeccompRule::new(vec![equals(0, libc::AF_PACKET as u64)?]).map_err(err)?,
+        SeccompRule::new(vec![equals(0, libc::AF_UNIX as u64)?]).map_err(err)?,
+    ];
+    for family in [libc::AF_INET, libc::AF_INET6] {
+        for t in [libc::SOCK_RAW, SOCK_PACKET] {
+            socket.push(
+                SeccompRule::new(vec![equals(0, family as u64)?, sock_type(t)?]).map_err(err)?,
+            );
+        }
+    }
+    rules.insert(libc::SYS_socket, socket);
+    // Typing into the terminal of whoever started the host.
     rules.insert(
-        libc::SYS_socket,
+        libc::SYS_ioctl,
         vec![
-            SeccompRule::new(vec![equals(0, libc::AF_PACKET as u64)?]).map_err(err)?,
-            SeccompRule::new(vec![
-                SeccompCondition::new(
-                    1,
-                    SeccompCmpArgLen::Dword,
-                    SeccompCmpOp::MaskedEq(0xf),
-                    libc::SOCK_RAW as u64,
-                )
-                .map_err(err)?,
-            ])
-            .map_err(err)?,
+            SeccompRule::new(vec![equals(1, TIOCSTI)?]).map_err(err)?,
+            SeccompRule::new(vec![equals(1, TIOCLINUX)?]).map_err(err)?,
         ],
     );
     let mut clone = Vec::new();

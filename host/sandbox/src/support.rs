@@ -18,6 +18,10 @@ pub struct Support {
     pub simulated: bool,
 }
 
+/// The oldest Landlock ABI the sandbox accepts (truncation is controlled
+/// from 3 on).
+pub const MIN_LANDLOCK_ABI: u32 = 3;
+
 /// `landlock_create_ruleset` flag asking for the ABI version.
 const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
 
@@ -51,12 +55,15 @@ impl Support {
     /// What is missing, as people read it.
     pub fn missing(&self) -> Option<String> {
         let mut gone = Vec::new();
-        if self.landlock_abi.is_none() {
-            gone.push(if self.simulated {
-                "Landlock (assume_unsupported is set)"
-            } else {
-                "Landlock (kernel 5.13+ with lsm=landlock)"
-            });
+        match self.landlock_abi {
+            None if self.simulated => gone.push("Landlock (assume_unsupported is set)"),
+            None => gone.push("Landlock (kernel 6.2+ with lsm=landlock)"),
+            // Before ABI 3 truncation is not controlled: any file the
+            // process may open could be emptied.
+            Some(v) if v < MIN_LANDLOCK_ABI => {
+                gone.push("Landlock ABI 3 or newer (kernel 6.2+; truncation control)")
+            }
+            Some(_) => {}
         }
         if !self.seccomp {
             gone.push("seccomp");
@@ -80,10 +87,22 @@ impl Support {
     pub fn summary(&self) -> String {
         match self.missing() {
             Some(m) => format!("unavailable: {m}"),
-            None => format!(
-                "Landlock ABI {}, seccomp, user+network namespaces",
-                self.landlock_abi.unwrap_or(0)
-            ),
+            None => {
+                let abi = self.landlock_abi.unwrap_or(0);
+                let mut s = format!("Landlock ABI {abi}, seccomp, user+network namespaces");
+                // Said, not hidden: older kernels enforce less.
+                if abi < 6 {
+                    s.push_str(
+                        " (ABI < 6: signals to processes outside the sandbox are not scoped)",
+                    );
+                }
+                if abi < 9 {
+                    s.push_str(
+                        " (Unix sockets refused by seccomp; Landlock ABI 9 would scope them by path)",
+                    );
+                }
+                s
+            }
         }
     }
 }

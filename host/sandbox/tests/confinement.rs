@@ -76,17 +76,18 @@ async fn files_outside_the_grants_are_neither_read_nor_written() {
     let policy = rw(&ws);
     let script = format!(
         "cat in.txt; echo written > out.txt && cat out.txt; \
-         cat {o}/secret.txt; echo $?; echo pwned > {o}/new.txt; echo $?; \
-         bash -c 'cat {o}/secret.txt; sh -c \"echo x > {o}/deep.txt\"'; echo $?",
+         cat {o}/secret.txt; echo read=$?; echo pwned > {o}/new.txt; echo write=$?; \
+         bash -c 'cat {o}/secret.txt; sh -c \"echo x > {o}/deep.txt\"'; echo deep=$?",
         o = outside.display()
     );
     let out = run(&sb, &policy, &ws, &script).await;
     let lines: Vec<&str> = out.stdout.lines().collect();
-    assert_eq!(lines[0], "inside", "{}", out.stderr);
-    assert_eq!(lines[1], "written");
-    assert_ne!(lines[2], "0", "reading outside must fail: {:?}", out.stdout);
-    assert_ne!(lines[3], "0", "writing outside must fail");
-    assert_ne!(lines[4], "0", "a grandchild is confined too");
+    assert_eq!(
+        lines,
+        ["inside", "written", "read=1", "write=1", "deep=2"],
+        "{}",
+        out.stderr
+    );
     assert!(!out.stdout.contains("TOP-SECRET"));
     assert!(out.stderr.contains("Permission denied"), "{}", out.stderr);
     assert!(!outside.join("new.txt").exists());
@@ -137,26 +138,88 @@ async fn git_works_inside_the_workspace() {
     assert_eq!(out.stdout.trim(), "1");
 }
 
+/// Runs a Python snippet that prints one line.
+fn py(code: &str) -> String {
+    format!("python3 -c '{code}' 2>&1 | tail -1")
+}
+
+/// Python that tries `what` and prints `allowed` or the errno's name.
+fn attempt(what: &str) -> String {
+    py(&format!(
+        "import socket, os, errno\ntry:\n  {what}\n  print(\"allowed\")\nexcept OSError as e:\n  print(errno.errorcode[e.errno])"
+    ))
+}
+
 #[tokio::test]
 async fn system_calls_on_the_deny_list_fail() {
     let sb = sandbox();
     let (_root, ws, _outside) = dirs();
-    // unshare(2) and a raw socket: both refused with EPERM.
+    let script = [
+        // New namespaces (the unshare tool, and unshare(2) directly).
+        "unshare -U true 2>&1 | tail -1".to_string(),
+        py(
+            "import ctypes, errno\nlibc = ctypes.CDLL(None, use_errno=True)\nr = libc.unshare(0x40000000)\nprint(\"allowed\" if r == 0 else errno.errorcode[ctypes.get_errno()])",
+        ),
+        // Raw and packet sockets.
+        attempt("socket.socket(socket.AF_INET, socket.SOCK_RAW, 1)"),
+        attempt("socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)"),
+        // Unix sockets: a session bus or container socket would be a way out.
+        attempt("socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)"),
+        // socketpair (pipes between processes) still works.
+        attempt("socket.socketpair()"),
+        // Ordinary TCP sockets can be made (the namespace confines them).
+        attempt("socket.socket(socket.AF_INET, socket.SOCK_STREAM)"),
+    ]
+    .join("; ");
+    let out = run(&sb, &rw(&ws), &ws, &script).await;
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "unshare: unshare failed: Operation not permitted",
+            "EPERM",
+            "EPERM",
+            "EPERM",
+            "EPERM",
+            "allowed",
+            "allowed"
+        ],
+        "{}",
+        out.stderr
+    );
+}
+
+#[tokio::test]
+async fn the_host_is_out_of_reach_signals_terminal_and_root() {
+    let sb = sandbox();
+    let (_root, ws, _outside) = dirs();
+    let host = std::process::id();
     let out = run(
         &sb,
         &rw(&ws),
         &ws,
-        "unshare -U true; echo unshare=$?; \
-         python3 -c 'import socket; socket.socket(socket.AF_INET, socket.SOCK_RAW, 1)' 2>&1 | tail -1",
+        &format!(
+            "kill -0 {host} 2>/dev/null; echo kill=$?; \
+             cat /proc/{host}/environ >/dev/null 2>&1; echo environ=$?; \
+             (: < /dev/tty) 2>/dev/null; echo tty=$?; \
+             id -u"
+        ),
     )
     .await;
-    assert!(
-        out.stdout.contains("unshare=1"),
-        "{} {}",
-        out.stdout,
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    // SAFETY: a plain getter.
+    let uid = unsafe { libc::geteuid() };
+    let inside = if uid == 0 {
+        "1000".to_string()
+    } else {
+        uid.to_string()
+    };
+    assert_eq!(
+        lines,
+        ["kill=1", "environ=1", "tty=1", inside.as_str()],
+        "{}",
         out.stderr
     );
-    assert!(out.stdout.contains("PermissionError"), "{}", out.stdout);
 }
 
 /// A loopback HTTP listener counting connections.
@@ -250,6 +313,7 @@ async fn with_a_grant_traffic_goes_through_the_proxy_and_others_are_refused() {
             "curl -sS -m 5 http://127.0.0.1:{p}/; echo; \
              curl -sS -m 5 -o /dev/null -w '%{{http_code}}' http://127.0.0.1:{q}/; echo; \
              curl -sS -m 5 http://10.1.2.3:{q}/ ; echo; \
+             curl -sS -m 5 -x http://127.0.0.1:3128 -p http://127.0.0.1:{p}/; echo; \
              curl -sS -m 5 --noproxy '*' http://127.0.0.1:{p}/; echo rc=$?",
             p = addr.port(),
             q = addr.port() + 1,
@@ -260,14 +324,18 @@ async fn with_a_grant_traffic_goes_through_the_proxy_and_others_are_refused() {
     assert_eq!(lines[0], "hello", "{} {}", out.stdout, out.stderr);
     assert_eq!(lines[1], "403");
     assert!(lines[2].contains("is not granted"), "{}", lines[2]);
+    // The refusal body ends its line; then the CONNECT tunnel (`-p`), as
+    // HTTPS goes.
+    assert_eq!(lines[3], "");
+    assert_eq!(lines[4], "hello", "{}", out.stderr);
     // Bypassing the proxy reaches only the namespace's own loopback.
     assert!(out.stdout.contains("rc=7"), "{}", out.stdout);
     assert_eq!(
         seen.load(Ordering::SeqCst),
-        1,
-        "only the granted request arrived"
+        2,
+        "only the granted requests arrived"
     );
-    assert_eq!(asked.load(Ordering::SeqCst), 3);
+    assert_eq!(asked.load(Ordering::SeqCst), 4);
 }
 
 #[tokio::test]

@@ -158,7 +158,6 @@ pub(crate) fn spawn_for(
         })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
         .kill_on_drop(true);
     for name in BASE_ENV {
         if let Some(v) = std::env::var_os(name) {
@@ -185,14 +184,19 @@ pub(crate) fn spawn_for(
                 .unwrap_or(Path::new("/")),
         ),
     };
-    let mut sandbox = crate::sandboxing::prepare(plugin, &cmd.program, audit)
-        .map_err(ProcessError::SpawnFailed)?;
+    let mut sandbox =
+        crate::sandboxing::prepare(plugin, audit).map_err(ProcessError::SpawnFailed)?;
     let confinement = match &sandbox {
         Some(_) => crate::sandboxing::describe(plugin.caps.has_http()),
         None => crate::sandboxing::OPTED_OUT.to_string(),
     };
-    if let Some(s) = sandbox.as_mut() {
-        s.install(&mut c);
+    // Its own process group (killed as one); a sandboxed child gets its
+    // own session instead, which is also a new group.
+    match sandbox.as_mut() {
+        Some(s) => s.install(&mut c),
+        None => {
+            c.process_group(0);
+        }
     }
     let mut child = c.spawn().map_err(|e| {
         ProcessError::SpawnFailed(match sandbox {
@@ -203,6 +207,12 @@ pub(crate) fn spawn_for(
     let sandbox = match sandbox.map(turnstone_sandbox::Prepared::start).transpose() {
         Ok(s) => s,
         Err(e) => {
+            if let Some(pid) = child
+                .id()
+                .and_then(|p| rustix::process::Pid::from_raw(p as i32))
+            {
+                let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+            }
             let _ = child.start_kill();
             return Err(ProcessError::SpawnFailed(e.to_string()));
         }
