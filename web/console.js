@@ -173,6 +173,9 @@ function renderDetail(p, review) {
     const on = (got.filesystem || []).some((g) => g.path === f.path);
     row(`filesystem ${f.path} (${f.access})`, check("filesystem", JSON.stringify(f), on, `${f.path} (${f.access})`));
   });
+  // Directories granted beyond the request (an MCP server's), kept unless unticked.
+  (got.filesystem || []).filter((g) => !(req.filesystem || []).some((f) => f.path === g.path)).forEach((g) =>
+    row(`filesystem (granted) ${g.path}`, check("filesystem", JSON.stringify(g), true, `${g.path} (${g.access})`)));
   LIST_KINDS.forEach(([kind, title]) => {
     const wanted = req[kind] || [];
     const have = got[kind] || [];
@@ -210,6 +213,11 @@ function renderDetail(p, review) {
     // A level: granted at most what is requested (read-only or read-write).
     if (req[kind]) row(`${title} (${req[kind]})`, check(kind, req[kind], !!got[kind], `${req[kind]}`));
   });
+  // Spawned processes run in the kernel sandbox unless the operator opts out.
+  if ((req.exec || []).length || got.process_sandbox) {
+    row("process sandbox", check("process_sandbox", "off", got.process_sandbox === "off",
+      "run its processes outside the kernel sandbox (not recommended)"));
+  }
   if (grid.children.length === 2) row("nothing", document.createTextNode("nothing to grant"));
   el.append(grid);
   const actions = document.createElement("div");
@@ -259,6 +267,7 @@ function collectGrant(el) {
     else if (FLAG_KINDS.some(([k]) => k === kind)) grant[kind] = true;
     else if (LEVEL_KINDS.some(([k]) => k === kind)) grant[kind] = b.dataset.value;
     else if (kind === "secrets") grant.secrets.push(JSON.parse(b.dataset.value));
+    else if (kind === "process_sandbox") grant.process_sandbox = "off";
     else grant[kind].push(b.dataset.value);
   });
   el.querySelectorAll(".grant-extra").forEach((i) => {

@@ -67,7 +67,13 @@ try {
   const exec = detail.locator('input[data-kind="exec"][data-value="python"]');
   assert.equal(await exec.isChecked(), false, "an MCP server starts with nothing granted");
   await exec.check();
-  await detail.locator('input[data-kind="filesystem"]').check();
+  // Its working directory, virtualenv and script directory: what the
+  // kernel sandbox will let it read.
+  const dirs = detail.locator('input[data-kind="filesystem"]');
+  assert.equal(await dirs.count(), 3, "three directories requested");
+  for (const b of await dirs.all()) await b.check();
+  // Processes stay sandboxed unless the operator ticks the opt-out.
+  assert.equal(await detail.locator('input[data-kind="process_sandbox"]').isChecked(), false);
   await detail.locator("button.grant-enable").click();
   await row("fx").locator(".badge.connected").waitFor({ timeout: 30000 });
   assert.match(await row("fx").textContent(), /mcp/);

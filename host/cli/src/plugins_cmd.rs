@@ -43,7 +43,8 @@ fn secret_summary(s: &SecretGrant) -> String {
 }
 
 /// The capabilities that are a switch or a level: `model`, `memory:rw`,
-/// `history`, `skills:ro`, `session`, `agents`, `watches`, `notify`, `preview`.
+/// `history`, `skills:ro`, `session`, `agents`, `watches`, `notify`, `preview`,
+/// and the operator's `process-sandbox:off`.
 fn flag_parts(c: &Capabilities) -> Vec<String> {
     let mut parts = Vec::new();
     if c.model {
@@ -68,6 +69,9 @@ fn flag_parts(c: &Capabilities) -> Vec<String> {
         if on {
             parts.push(name.into());
         }
+    }
+    if c.process_sandbox == Some(turnstone_runtime::capability::ProcessSandbox::Off) {
+        parts.push("process-sandbox:off".into());
     }
     parts
 }

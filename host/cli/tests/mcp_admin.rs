@@ -67,6 +67,10 @@ async fn an_mcp_server_created_on_one_node_connects_on_another_and_disable_hides
     assert_eq!(v["grant_source"], "none");
     assert_eq!(v["mcp"]["origin"], "api");
     assert_eq!(v["requested"]["exec"], json!(["python"]));
+    // Its working directory and what its command line runs (the virtualenv,
+    // the script's directory): what the kernel sandbox will let it read.
+    let requested_fs = v["requested"]["filesystem"].clone();
+    assert_eq!(requested_fs.as_array().map(Vec::len), Some(3), "{v}");
     let refused = a
         .wait_plugin(&admin, "fx", 10, |p| p["state"] == "failed")
         .await;
@@ -84,7 +88,7 @@ async fn an_mcp_server_created_on_one_node_connects_on_another_and_disable_hides
             Some(&admin),
             Some(json!({"grant": {
                 "exec": ["python"],
-                "filesystem": [{"path": cwd.display().to_string(), "access": "ro"}],
+                "filesystem": requested_fs,
             }})),
         )
         .await;

@@ -464,10 +464,16 @@ async fn two_nodes_on_one_postgresql_never_poll_the_same_watch() {
     .await
     .unwrap();
     let mut ids = Vec::new();
+    // The watch plugin has the workspace read-only; its processes write to
+    // their private temp directory (their TMPDIR), which the host can read.
+    let tag = format!("runs-{}.txt", std::process::id());
+    let runs_file = turnstone_runtime::sandboxing::private_tmp_dir("watch")
+        .expect("private temp")
+        .join(&tag);
     for i in 0..6 {
         let ws = workstream(&db).await;
         for j in 0..4 {
-            let cmd = format!("echo {i}-{j} >> runs.txt");
+            let cmd = format!("echo {i}-{j} >> \"$TMPDIR/{tag}\"");
             ids.push(
                 db.create_watch(&watch(&ws, &format!("w{j}"), &cmd, "False", 1), 5)
                     .await
@@ -493,7 +499,8 @@ async fn two_nodes_on_one_postgresql_never_poll_the_same_watch() {
         24,
         "every watch polled by one of them ({pa} + {pb})"
     );
-    let runs = std::fs::read_to_string(f.ws.join("runs.txt")).unwrap();
+    let runs = std::fs::read_to_string(&runs_file).unwrap();
+    let _ = std::fs::remove_file(&runs_file);
     let mut lines: Vec<&str> = runs.lines().collect();
     lines.sort();
     let before = lines.len();

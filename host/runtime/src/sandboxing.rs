@@ -109,13 +109,14 @@ pub fn policy(
     if caps.has_http() {
         policy.network = Some(egress());
     }
-    policy.tmp_dir = private_tmp(caps.plugin());
+    policy.tmp_dir = private_tmp_dir(caps.plugin());
     policy
 }
 
 /// `$TMPDIR/turnstone-tmp-<uid>/<plugin>` (mode 0700), created on first
-/// use: the plugin's processes share it, no other plugin's do.
-fn private_tmp(plugin: &str) -> Option<PathBuf> {
+/// use: the plugin's processes share it (it is their `TMPDIR`), no other
+/// plugin's do. `None` when it cannot be made safely.
+pub fn private_tmp_dir(plugin: &str) -> Option<PathBuf> {
     use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
     let uid = rustix::process::geteuid().as_raw();
     let root = std::env::temp_dir().join(format!("turnstone-tmp-{uid}"));
