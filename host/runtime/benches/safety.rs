@@ -151,10 +151,10 @@ async fn main() {
         let files = builtin(&rt, "files", &ws).await;
         variants.push((rt, files, audited, Vec::new()));
     }
-    for _ in 0..5 {
+    for _ in 0..40 {
         for (_, files, audited, samples) in variants.iter_mut() {
             let audited = *audited;
-            let d = time(N / 5, || async {
+            let d = time(N / 40, || async {
                 let (r, t) = files
                     .execute_audited("read_file", args, &call, Arc::new(NullSink), None)
                     .await;
