@@ -196,3 +196,77 @@ impl turnstone_sandbox::EgressPolicy for PluginEgress {
         })
     }
 }
+
+/// Recognises a sandbox refusal in a process's stderr and says, once per
+/// kind, which grant would allow it: the program only sees `EACCES`/`EPERM`
+/// or a failed connection.
+pub(crate) struct DenialHints {
+    files: Option<String>,
+    network: Option<String>,
+}
+
+/// What programs print when Landlock or seccomp refused them.
+const FILE_REFUSALS: &[&str] = &["Permission denied", "Operation not permitted"];
+/// What programs print when there is no network in the namespace.
+const NETWORK_REFUSALS: &[&str] = &[
+    "Could not resolve host",
+    "Temporary failure in name resolution",
+    "Network is unreachable",
+    "Name or service not known",
+];
+
+impl DenialHints {
+    /// Hints for `plugin`'s grants.
+    pub(crate) fn new(plugin: &PluginContext) -> Self {
+        let name = &plugin.name;
+        let list = |access: Access| {
+            let dirs: Vec<String> = plugin
+                .caps
+                .dirs()
+                .iter()
+                .filter(|d| d.access == access)
+                .map(|d| d.path.display().to_string())
+                .collect();
+            if dirs.is_empty() {
+                "nothing".to_string()
+            } else {
+                dirs.join(", ")
+            }
+        };
+        let files = format!(
+            "[process sandbox] {name}'s processes may write only in: {}; read also: {} and the \
+             system locations. A grant would allow more: [plugins.grants.{name}] filesystem = \
+             [{{ path = \"/the/dir\", access = \"read-write\" }}] (or process_sandbox = \"off\").\n",
+            list(Access::ReadWrite),
+            list(Access::ReadOnly),
+        );
+        let network = (!plugin.caps.has_http()).then(|| {
+            format!(
+                "[process sandbox] {name}'s processes have no network: the plugin has no http \
+                 grant. A grant would allow it: [plugins.grants.{name}] http = [\"host\"] (through \
+                 the host's egress proxy).\n"
+            )
+        });
+        Self {
+            files: Some(files),
+            network,
+        }
+    }
+
+    /// The hint to add after `chunk`, if it shows a refusal not yet explained.
+    pub(crate) fn after(&mut self, chunk: &[u8]) -> Option<String> {
+        let text = String::from_utf8_lossy(chunk);
+        let mut out = String::new();
+        if FILE_REFUSALS.iter().any(|m| text.contains(m))
+            && let Some(h) = self.files.take()
+        {
+            out.push_str(&h);
+        }
+        if NETWORK_REFUSALS.iter().any(|m| text.contains(m))
+            && let Some(h) = self.network.take()
+        {
+            out.push_str(&h);
+        }
+        (!out.is_empty()).then_some(out)
+    }
+}

@@ -95,6 +95,17 @@ async fn bash_with_default_grants_is_confined_to_the_workspace() {
     assert!(!out.contains("PLANTED-SECRET"), "{out}");
     assert!(out.contains("Permission denied"), "{out}");
     assert!(!outside.path().join("x.txt").exists());
+    // The host says which grant would allow it, once.
+    assert_eq!(
+        out.matches("[process sandbox] bash's processes may write only in: ")
+            .count(),
+        1,
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!("may write only in: {}", ws.display())),
+        "{out}"
+    );
     assert_eq!(
         std::fs::read_to_string(ws.join("a.txt")).expect("a"),
         "inside\n"
@@ -170,6 +181,11 @@ async fn network_follows_the_http_grant() {
     .await;
     let (out, _, touched) = run(&p, &ws, &curl(addr.port())).await;
     assert!(out.contains("rc=7"), "{out}");
+    let (out, _, _) = run(&p, &ws, "curl -sS -m 5 http://example.invalid/").await;
+    assert!(
+        out.contains("have no network: the plugin has no http grant"),
+        "{out}"
+    );
     assert_eq!(seen.load(Ordering::SeqCst), 0);
     assert!(
         touched.processes[0]

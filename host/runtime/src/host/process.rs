@@ -86,6 +86,7 @@ fn pump(
     mut reader: impl AsyncRead + Unpin + Send + 'static,
     kind: StreamKind,
     tx: mpsc::Sender<OutputChunk>,
+    mut hints: Option<crate::sandboxing::DenialHints>,
 ) {
     tokio::spawn(async move {
         let mut buf = vec![0u8; 8192];
@@ -93,10 +94,18 @@ fn pump(
             match reader.read(&mut buf).await {
                 Ok(0) | Err(_) => break,
                 Ok(n) => {
-                    let chunk = OutputChunk {
-                        stream: kind,
-                        data: buf[..n].to_vec(),
-                    };
+                    // A sandbox refusal reads like any failure to the
+                    // program; the host says which grant would allow it.
+                    // In the same chunk: a reader that stops at the exit
+                    // must not miss it.
+                    let mut data = buf[..n].to_vec();
+                    if let Some(text) = hints.as_mut().and_then(|h| h.after(&buf[..n])) {
+                        if !data.ends_with(b"\n") {
+                            data.push(b'\n');
+                        }
+                        data.extend_from_slice(text.as_bytes());
+                    }
+                    let chunk = OutputChunk { stream: kind, data };
                     if tx.send(chunk).await.is_err() {
                         break;
                     }
@@ -224,10 +233,13 @@ pub(crate) fn spawn_for(
     }
     let (tx, rx) = mpsc::channel(64);
     if let Some(out) = child.stdout.take() {
-        pump(out, StreamKind::Stdout, tx.clone());
+        pump(out, StreamKind::Stdout, tx.clone(), None);
     }
     if let Some(err) = child.stderr.take() {
-        pump(err, StreamKind::Stderr, tx);
+        let hints = sandbox
+            .is_some()
+            .then(|| crate::sandboxing::DenialHints::new(plugin));
+        pump(err, StreamKind::Stderr, tx, hints);
     }
     Ok(ChildProcess {
         pgid: child.id(),
