@@ -220,6 +220,17 @@ pub enum CapabilityParseError {
 }
 
 impl Capabilities {
+    /// This request as a grant: without the `<configured>` placeholders,
+    /// which stand for whatever the operator names and are not grantable
+    /// themselves (a built-in's default grant is its request).
+    pub fn grantable(&self) -> Capabilities {
+        let mut g = self.clone();
+        g.http.retain(|h| h.trim() != HostRule::CONFIGURED_SPELLING);
+        g.secrets
+            .retain(|s| s.name != HostRule::CONFIGURED_SPELLING);
+        g
+    }
+
     /// Rejects footgun forms at parse time (an empty allowlist denies everything;
     /// a `*` never means "everything").
     pub fn validate(&self) -> Result<(), CapabilityParseError> {

@@ -359,3 +359,27 @@ fn http_denial_hints_know_what_the_manifest_requests() {
     let other = eff.check_http("c.com", 443).unwrap_err();
     assert!(other.hint.contains("manifest does not request it"));
 }
+
+#[test]
+fn a_request_as_a_grant_drops_the_configured_placeholders() {
+    let req: Capabilities = toml::from_str(
+        r#"
+http = ["<public>", "<configured>", "api.example.com"]
+exec = ["bash"]
+secrets = ["<configured>", "TOKEN"]
+"#,
+    )
+    .unwrap();
+    let g = req.grantable();
+    assert_eq!(g.http, ["<public>", "api.example.com"]);
+    assert_eq!(
+        g.secrets
+            .iter()
+            .map(|s| s.name.as_str())
+            .collect::<Vec<_>>(),
+        ["TOKEN"]
+    );
+    assert_eq!(g.exec, ["bash"]);
+    g.validate().expect("a valid grant");
+    assert!(req.validate().is_err(), "the request itself is not a grant");
+}

@@ -224,7 +224,7 @@ impl<'a> PluginStore<'a> {
         let row = self.db.get_plugin(&subject.name).await?;
         Ok(match row.and_then(|r| r.granted) {
             Some(g) => serde_json::from_str(&g).unwrap_or_default(),
-            None => subject.grant.clone(),
+            None => subject.grant.grantable(),
         })
     }
 
