@@ -203,7 +203,13 @@ impl turnstone_sandbox::EgressPolicy for PluginEgress {
 pub(crate) struct DenialHints {
     files: Option<String>,
     network: Option<String>,
+    /// The end of the stderr seen so far: programs may write a message in
+    /// many small writes (curl writes character by character).
+    tail: String,
 }
+
+/// Bytes of earlier output kept to match a message split across reads.
+const TAIL: usize = 64;
 
 /// What programs print when Landlock or seccomp refused them.
 const FILE_REFUSALS: &[&str] = &["Permission denied", "Operation not permitted"];
@@ -250,12 +256,23 @@ impl DenialHints {
         Self {
             files: Some(files),
             network,
+            tail: String::new(),
         }
     }
 
     /// The hint to add after `chunk`, if it shows a refusal not yet explained.
     pub(crate) fn after(&mut self, chunk: &[u8]) -> Option<String> {
-        let text = String::from_utf8_lossy(chunk);
+        if self.files.is_none() && self.network.is_none() {
+            return None;
+        }
+        self.tail.push_str(&String::from_utf8_lossy(chunk));
+        let text = std::mem::take(&mut self.tail);
+        // Keep the last TAIL bytes (on a character boundary) for next time.
+        let mut cut = text.len().saturating_sub(TAIL);
+        while !text.is_char_boundary(cut) {
+            cut += 1;
+        }
+        self.tail = text[cut..].to_string();
         let mut out = String::new();
         if FILE_REFUSALS.iter().any(|m| text.contains(m))
             && let Some(h) = self.files.take()
@@ -268,5 +285,44 @@ impl DenialHints {
             out.push_str(&h);
         }
         (!out.is_empty()).then_some(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::DenialHints;
+
+    fn hints() -> DenialHints {
+        DenialHints {
+            files: Some("FILES\n".into()),
+            network: Some("NET\n".into()),
+            tail: String::new(),
+        }
+    }
+
+    #[test]
+    fn a_refusal_split_across_reads_is_recognised_once() {
+        let mut h = hints();
+        let msg = "curl: (6) Could not resolve host: example.invalid\n";
+        let mut got = Vec::new();
+        for c in msg.as_bytes() {
+            if let Some(x) = h.after(std::slice::from_ref(c)) {
+                got.push(x);
+            }
+        }
+        assert_eq!(got, ["NET\n"]);
+        assert_eq!(h.after(msg.as_bytes()), None, "once per kind");
+        assert_eq!(
+            h.after(b"cat: x: Permission denied\n").as_deref(),
+            Some("FILES\n")
+        );
+        assert_eq!(h.after(b"Permission denied\n"), None);
+    }
+
+    #[test]
+    fn ordinary_output_gets_no_hint() {
+        let mut h = hints();
+        assert_eq!(h.after(b"warning: unused variable\n"), None);
+        assert_eq!(h.after("é".repeat(100).as_bytes()), None);
     }
 }
