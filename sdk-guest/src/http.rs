@@ -67,6 +67,13 @@ impl Request {
         r
     }
 
+    /// A PATCH request with a body.
+    pub fn patch(url: impl Into<String>, body: impl Into<Vec<u8>>) -> Self {
+        let mut r = Self::new(Method::Patch, url);
+        r.body = Some(body.into());
+        r
+    }
+
     fn new(method: Method, url: impl Into<String>) -> Self {
         Self {
             method,

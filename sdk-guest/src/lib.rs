@@ -44,6 +44,7 @@
 //! is denied by the host with a [`CapabilityError`] explaining the grant needed.
 
 pub mod agent;
+pub mod channel;
 pub mod fs;
 pub mod guard;
 pub mod host;

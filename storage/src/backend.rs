@@ -382,9 +382,40 @@ pub trait PreviewStore: Send + Sync {
     async fn list_previews(&self, ws_id: &str) -> Result<Vec<PreviewInfo>>;
 }
 
+/// Chat channels: conversation routes and account link codes.
+#[async_trait]
+pub trait ChannelStore: Send + Sync {
+    /// The workstream a conversation is routed to (`thread_id` "" for none).
+    async fn channel_route(
+        &self,
+        plugin: &str,
+        channel_id: &str,
+        thread_id: &str,
+    ) -> Result<Option<ChannelRoute>>;
+    /// Routes a conversation (replacing an older route).
+    async fn set_channel_route(&self, route: &ChannelRoute) -> Result<()>;
+    /// The conversations routed to `ws_id`, oldest first.
+    async fn channel_routes_of(&self, ws_id: &str) -> Result<Vec<ChannelRoute>>;
+    /// Stores a link code's hash for `user_id` until `expires` (replacing
+    /// the user's older code).
+    async fn create_link_code(&self, code_hash: &str, user_id: &str, expires: &str) -> Result<()>;
+    /// Consumes an unexpired code: the user it links to, once.
+    async fn redeem_link_code(&self, code_hash: &str, now: &str) -> Result<Option<String>>;
+    /// A user's linked platform accounts: (channel type, platform user id, created).
+    async fn channel_links(&self, user_id: &str) -> Result<Vec<(String, String, String)>>;
+    /// Removes one of a user's links; false when it was not theirs.
+    async fn unlink_channel_user(
+        &self,
+        channel_type: &str,
+        channel_user_id: &str,
+        user_id: &str,
+    ) -> Result<bool>;
+}
+
 /// Everything: what `Storage` hands out.
 pub trait Backend:
     WorkstreamStore
+    + ChannelStore
     + TurnStore
     + MemoryStore
     + SkillStore

@@ -33,8 +33,8 @@ pub type Storage = Arc<dyn Backend>;
 /// Everything callers usually need, including the storage traits.
 pub mod prelude {
     pub use crate::backend::{
-        AttachmentStore, Backend, IdentityStore, MemoryStore, NotifyStore, OpsStore, PluginStore,
-        PolicyStore, PreviewStore, SkillStore, TurnStore, WatchStore, WorkstreamStore,
+        AttachmentStore, Backend, ChannelStore, IdentityStore, MemoryStore, NotifyStore, OpsStore,
+        PluginStore, PolicyStore, PreviewStore, SkillStore, TurnStore, WatchStore, WorkstreamStore,
     };
     pub use crate::config::{BackendKind, DbConfig};
     pub use crate::types::*;

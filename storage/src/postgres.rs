@@ -3,6 +3,7 @@
 use crate::error::Result;
 use crate::migrate::check_and_run;
 use crate::ops::attachments::impl_attachment_store;
+use crate::ops::channels::impl_channel_store;
 use crate::ops::identity::impl_identity_store;
 use crate::ops::memories::impl_memory_store;
 use crate::ops::notify::impl_notify_store;
@@ -95,6 +96,7 @@ impl_attachment_store!(PgStore, sqlx::Postgres);
 impl_watch_store!(PgStore, sqlx::Postgres, " FOR UPDATE SKIP LOCKED");
 impl_notify_store!(PgStore, sqlx::Postgres);
 impl_preview_store!(PgStore, sqlx::Postgres);
+impl_channel_store!(PgStore, sqlx::Postgres);
 
 impl crate::backend::Backend for PgStore {
     fn backend_name(&self) -> &'static str {

@@ -3,6 +3,7 @@
 use crate::error::{Result, StorageError};
 use crate::migrate::check_and_run;
 use crate::ops::attachments::impl_attachment_store;
+use crate::ops::channels::impl_channel_store;
 use crate::ops::identity::impl_identity_store;
 use crate::ops::memories::impl_memory_store;
 use crate::ops::notify::impl_notify_store;
@@ -105,6 +106,7 @@ impl_attachment_store!(SqliteStore, sqlx::Sqlite);
 impl_watch_store!(SqliteStore, sqlx::Sqlite, "");
 impl_notify_store!(SqliteStore, sqlx::Sqlite);
 impl_preview_store!(SqliteStore, sqlx::Sqlite);
+impl_channel_store!(SqliteStore, sqlx::Sqlite);
 
 impl crate::backend::Backend for SqliteStore {
     fn backend_name(&self) -> &'static str {

@@ -1074,3 +1074,20 @@ pub struct PreviewInfo {
     /// When it was first stored.
     pub created: String,
 }
+
+/// A chat conversation routed to a workstream.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChannelRoute {
+    /// The channel plugin (`discord`, `slack`).
+    pub plugin: String,
+    /// The platform channel.
+    pub channel_id: String,
+    /// The thread in it ("" for none).
+    pub thread_id: String,
+    /// The workstream.
+    pub ws_id: String,
+    /// The linked user who owns it.
+    pub user_id: String,
+    /// When the route was made.
+    pub created: String,
+}

@@ -49,6 +49,9 @@ pub struct HostConfig {
     /// `[process_sandbox]`: the kernel sandbox of spawned processes.
     #[serde(default)]
     pub process_sandbox: ProcessSandboxConfig,
+    /// `[channels]`: chat channel adapters (Discord, Slack).
+    #[serde(default)]
+    pub channels: ChannelsConfig,
     /// `[models.*]` and `[model]`.
     #[serde(flatten)]
     pub models: turnstone_engine::models::ModelsConfig,
@@ -133,6 +136,34 @@ pub struct NotifyConfig {
     /// A turn that ran at least this many seconds sends a completion
     /// notification through the `notify` component (default 300; 0: never).
     pub complete_after_secs: u64,
+}
+
+/// `[channels]`: how chat channel adapters (Discord, Slack) run. The
+/// adapters themselves are plugins (enabled, granted and configured under
+/// `[plugins]`); these are the host's side.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ChannelsConfig {
+    /// Run enabled channel plugins (default true).
+    pub enabled: bool,
+    /// Least milliseconds between two edits of a streamed reply (default 1000).
+    pub edit_interval_ms: u64,
+    /// Largest platform attachment taken into a workstream (default 8 MiB).
+    pub max_attachment_bytes: usize,
+    /// Longest restart delay of a failing adapter in seconds (default 60;
+    /// delays start at 1 s and double).
+    pub restart_backoff_max_secs: u64,
+}
+
+impl Default for ChannelsConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            edit_interval_ms: 1000,
+            max_attachment_bytes: 8 << 20,
+            restart_backoff_max_secs: 60,
+        }
+    }
 }
 
 impl Default for NotifyConfig {

@@ -184,9 +184,43 @@ pub async fn run(
         watch_wake,
     )
     .spawn(shutdown.clone());
+    let keys = Arc::new(keys);
+    let login = Arc::new(LoginPolicy {
+        passwords: Default::default(),
+        throttle: LoginThrottle::new(&cfg.auth.login_throttle),
+        cookie_secure,
+    });
+    let limiter = limiter.map(Arc::new);
+    // Chat channel adapters: supervised until shutdown. The hub's own view
+    // of the state has no node (it only uses storage through it).
+    let channels_cfg = &app.loaded.config.channels;
+    let channels = channels_cfg.enabled.then(|| {
+        let hub = turnstone_server::channels::ChannelHub::new(
+            mgr.clone(),
+            app.loaded.live.clone(),
+            turnstone_server::channels::ChannelSettings {
+                edit_interval: Duration::from_millis(channels_cfg.edit_interval_ms.max(100)),
+                max_attachment_bytes: channels_cfg.max_attachment_bytes,
+                backoff_max: Duration::from_secs(channels_cfg.restart_backoff_max_secs.max(1)),
+                ..Default::default()
+            },
+            AppState {
+                db: app.storage.clone(),
+                keys: keys.clone(),
+                started,
+                node_id: node_id.clone(),
+                node: None,
+                limiter: None,
+                login: login.clone(),
+            },
+        );
+        plugins.set_channels(&hub);
+        tokio::spawn(hub.clone().run(shutdown.clone()));
+        hub
+    });
     let state = AppState {
         db: app.storage.clone(),
-        keys: Arc::new(keys),
+        keys,
         started,
         node_id,
         node: Some(Arc::new(Node {
@@ -194,13 +228,10 @@ pub async fn run(
             metrics,
             shutdown,
             plugins: Some(plugins),
+            channels,
         })),
-        limiter: limiter.map(Arc::new),
-        login: Arc::new(LoginPolicy {
-            passwords: Default::default(),
-            throttle: LoginThrottle::new(&cfg.auth.login_throttle),
-            cookie_secure,
-        }),
+        limiter,
+        login,
     };
     let listener = tokio::net::TcpListener::bind((host.as_str(), port))
         .await

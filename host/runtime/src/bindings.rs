@@ -153,4 +153,32 @@ pub mod v0_2_0 {
             },
         });
     }
+
+    /// The channel world: `channel@0.2.0` with the `websocket` and
+    /// `channel-host` imports.
+    pub mod channel {
+        wasmtime::component::bindgen!({
+            world: "channel-plugin",
+            path: "../../wit/v0.2.0",
+            imports: { default: async | trappable },
+            exports: { default: async },
+            with: {
+                "turnstone:plugin/types@0.1.0": super::super::v0_1_0::host::turnstone::plugin::types,
+                "turnstone:plugin/log@0.1.0": super::super::v0_1_0::host::turnstone::plugin::log,
+                "turnstone:plugin/config@0.1.0": super::super::v0_1_0::host::turnstone::plugin::config,
+                "turnstone:plugin/process@0.1.0": super::super::v0_1_0::host::turnstone::plugin::process,
+                "turnstone:plugin/kv@0.1.0": super::super::v0_1_0::host::turnstone::plugin::kv,
+                "turnstone:plugin/clock@0.1.0": super::super::v0_1_0::host::turnstone::plugin::clock,
+                "turnstone:plugin/session-info@0.2.0": super::host::turnstone::plugin0_2_0::session_info,
+                "turnstone:plugin/memory@0.2.0": super::host::turnstone::plugin0_2_0::memory,
+                "turnstone:plugin/history@0.2.0": super::host::turnstone::plugin0_2_0::history,
+                "turnstone:plugin/skills@0.2.0": super::host::turnstone::plugin0_2_0::skills,
+                "turnstone:plugin/agents@0.2.0": super::host::turnstone::plugin0_2_0::agents,
+                "turnstone:plugin/watches@0.2.0": super::host::turnstone::plugin0_2_0::watches,
+                "turnstone:plugin/notify-targets@0.2.0": super::host::turnstone::plugin0_2_0::notify_targets,
+                "turnstone:plugin/preview@0.2.0": super::host::turnstone::plugin0_2_0::preview,
+                "turnstone:plugin/websocket.connection": crate::host::websocket::WsConnection,
+            },
+        });
+    }
 }

@@ -21,7 +21,7 @@ pub use wtool::{CallContext, Preview, ToolResult};
 const WALL_GRACE: Duration = Duration::from_millis(500);
 
 impl LoadedPlugin {
-    fn new_store(
+    pub(crate) fn new_store(
         &self,
         sink: Arc<dyn ToolOutputSink>,
         cancelled: Arc<AtomicBool>,
@@ -47,7 +47,7 @@ impl LoadedPlugin {
         Ok(store)
     }
 
-    fn classify(&self, err: wasmtime::Error, store: &Store<HostState>) -> CallError {
+    pub(crate) fn classify(&self, err: wasmtime::Error, store: &Store<HostState>) -> CallError {
         let plugin = self.name().to_string();
         if store.data().limiter.exceeded {
             return CallError::MemoryExceeded {

@@ -59,6 +59,10 @@ pub struct PluginsConfig {
     /// Plugins not to load.
     #[serde(default)]
     pub disabled: Vec<String>,
+    /// Built-in plugins that are off until named here (the chat channel
+    /// adapters `discord` and `slack`).
+    #[serde(default)]
+    pub enabled: Vec<String>,
     /// Default memory cap per call, MiB.
     pub memory_mb: Option<u64>,
     /// Default deadline per call, seconds.

@@ -16,6 +16,7 @@ pub mod bindings;
 pub mod cache;
 pub mod call;
 pub mod capability;
+pub mod channel;
 pub mod coerce;
 pub mod config;
 pub mod engine;
@@ -46,7 +47,7 @@ pub use reconcile::{Desired, Override, Reconciler};
 pub use registry::{PluginEntry, PluginRegistry, PluginStatus};
 pub use state::{ModelAccess, ToolOutputSink};
 
-use crate::bindings::v0_1_0::{channel, provider, tool};
+use crate::bindings::v0_1_0::{channel as channel_v1, provider, tool};
 use crate::cache::ComponentCache;
 use crate::engine::{EngineOptions, EpochTicker};
 use crate::manifest::PluginKind as Kind;
@@ -128,8 +129,20 @@ impl Runtime {
         .map_err(setup)?;
         add_agent_interfaces(&mut provider_linker).map_err(setup)?;
         let mut channel_linker = base_linker(&engine, !opts.without_file_audit).map_err(setup)?;
-        channel::ChannelPlugin::add_to_linker::<_, HasSelf<_>>(&mut channel_linker, |s| s)
+        channel_v1::ChannelPlugin::add_to_linker::<_, HasSelf<_>>(&mut channel_linker, |s| s)
             .map_err(setup)?;
+        // 0.2.0 channels: the WebSocket client, the channel host and the
+        // agent interfaces, beside 0.1.0's channel imports.
+        {
+            use crate::bindings::v0_2_0::channel::turnstone::plugin0_2_0 as c2;
+            c2::websocket::add_to_linker::<_, HasSelf<_>>(&mut channel_linker, |s| s)
+                .map_err(setup)?;
+            c2::channel_types::add_to_linker::<_, HasSelf<_>>(&mut channel_linker, |s| s)
+                .map_err(setup)?;
+            c2::channel_host::add_to_linker::<_, HasSelf<_>>(&mut channel_linker, |s| s)
+                .map_err(setup)?;
+        }
+        add_agent_interfaces(&mut channel_linker).map_err(setup)?;
         // Guards: the 0.1.0 host API and `model` (an LLM judge asks the
         // judge model), plus 0.2.0's agent interfaces.
         let mut guard_linker = base_linker(&engine, !opts.without_file_audit).map_err(setup)?;

@@ -245,7 +245,10 @@ pub(crate) enum InstancePre {
     ProviderV1(provider::ProviderPluginPre<HostState>),
     /// A provider exporting `provider@0.2.0`.
     Provider(crate::bindings::v0_2_0::provider::ProviderPluginPre<HostState>),
+    /// A channel exporting `channel@0.1.0` (no built-in ships one).
     Channel(channel::ChannelPluginPre<HostState>),
+    /// A channel exporting `channel@0.2.0`.
+    ChannelV2(crate::bindings::v0_2_0::channel::ChannelPluginPre<HostState>),
     /// A guard exporting `guard@0.2.0`.
     Guard(crate::bindings::v0_2_0::guard::GuardPluginPre<HostState>),
 }
@@ -548,6 +551,16 @@ impl Runtime {
                 )
                 .map_err(link_err)?,
             ),
+            PluginKind::Channel if world.export >= semver::Version::new(0, 2, 0) => {
+                InstancePre::ChannelV2(
+                    crate::bindings::v0_2_0::channel::ChannelPluginPre::new(
+                        self.linker(kind)
+                            .instantiate_pre(&component)
+                            .map_err(link_err)?,
+                    )
+                    .map_err(link_err)?,
+                )
+            }
             PluginKind::Channel => InstancePre::Channel(
                 channel::ChannelPluginPre::new(
                     self.linker(kind)

@@ -318,9 +318,14 @@ impl PassCtx<'_> {
             entry.status = PluginStatus::Failed(reason.clone());
             return changed(entry, prev_entry, ChangeKind::Failed(reason));
         }
+        // Built-in channel adapters connect to outside platforms with the
+        // operator's bot tokens: off until the operator turns one on.
+        let off_by_default = source.builtin
+            && manifest.plugin.kind == crate::manifest::PluginKind::Channel
+            && !opts.config.enabled.iter().any(|d| d == &name);
         let enabled = ov
             .enabled
-            .unwrap_or_else(|| !opts.config.disabled.iter().any(|d| d == &name));
+            .unwrap_or_else(|| !off_by_default && !opts.config.disabled.iter().any(|d| d == &name));
         if !enabled {
             entry.status = PluginStatus::Disabled;
             return changed(entry, prev_entry, ChangeKind::Disabled);

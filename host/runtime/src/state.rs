@@ -107,6 +107,8 @@ pub struct HostState {
     pub(crate) tool_sink: Arc<dyn ToolOutputSink>,
     pub(crate) provider_sink: Option<Arc<dyn crate::plugin::ProviderEventSink>>,
     pub(crate) channel_sink: Option<Arc<dyn crate::plugin::ChannelEventSink>>,
+    /// A running channel adapter's link to the host (0.2.0 channels).
+    pub(crate) channel_run: Option<crate::channel::RunState>,
     /// Set by the host when the call is being cancelled.
     pub(crate) cancelled: Arc<std::sync::atomic::AtomicBool>,
     /// The calling session, for tool calls (owns background processes).
@@ -157,6 +159,7 @@ impl HostState {
             tool_sink,
             provider_sink: None,
             channel_sink: None,
+            channel_run: None,
             cancelled,
             session_id: None,
             call_id: None,
@@ -188,6 +191,11 @@ impl HostState {
             .and_then(|s| s.secret(name))
             .or_else(|| self.plugin.secrets.secret(name))
             .is_some()
+    }
+
+    /// This call's secret values, if any (consulted before the plugin's own).
+    pub(crate) fn call_secrets(&self) -> Option<Arc<dyn crate::plugin::SecretSource>> {
+        self.hooks.call_secrets.clone()
     }
 
     pub(crate) fn table(&mut self) -> &mut ResourceTable {

@@ -111,6 +111,16 @@ pub fn is_public(path: &str) -> bool {
             | "/api/auth/oidc/callback"
     ) || path.starts_with("/static/")
         || path.starts_with("/shared/")
+        || is_channel_webhook(path)
+}
+
+/// `/channels/{plugin}/webhook`: the platform calls it without our
+/// credentials; the channel plugin verifies the platform's signature.
+fn is_channel_webhook(path: &str) -> bool {
+    matches!(
+        path.trim_end_matches('/').split('/').collect::<Vec<_>>().as_slice(),
+        ["", "channels", plugin, "webhook"] if !plugin.is_empty()
+    )
 }
 
 /// Per-workstream POST actions that need `write`.

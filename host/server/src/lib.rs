@@ -13,6 +13,7 @@
 
 pub mod audit;
 pub mod auth;
+pub mod channels;
 pub mod error;
 pub mod events;
 pub mod global;

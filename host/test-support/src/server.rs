@@ -77,6 +77,8 @@ pub fn warm_component_cache() {
 pub struct StartOpts {
     /// PostgreSQL URL instead of the scratch SQLite file.
     pub pg_url: Option<String>,
+    /// Extra environment of the server process (e.g. plugin secrets).
+    pub env: Vec<(String, String)>,
 }
 
 /// A running server process.
@@ -166,6 +168,7 @@ impl Server {
             .args(["--api-key", "sk-test"])
             .args(["serve", "--host", "127.0.0.1", "--port", "0"])
             .args(args)
+            .envs(opts.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .env("XDG_DATA_HOME", dir.path().join("data"))
             .env_remove("TURNSTONE_JWT_SECRET")
             .env_remove("TURNSTONE_CONFIG")

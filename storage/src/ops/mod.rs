@@ -32,12 +32,14 @@
 //! | `watches.rs`     | `impl_watch_store!`       | `WatchStore`       |
 //! | `notify.rs`      | `impl_notify_store!`      | `NotifyStore`      |
 //! | `previews.rs`    | `impl_preview_store!`     | `PreviewStore`     |
+//! | `channels.rs`    | `impl_channel_store!`     | `ChannelStore`     |
 //!
 //! The one cross-domain dependency: forking a workstream copies its turns, so
 //! `impl_workstream_store!` calls the turn row helpers that `impl_turn_store!`
 //! defines; a backend must expand both.
 
 pub(crate) mod attachments;
+pub(crate) mod channels;
 pub(crate) mod identity;
 pub(crate) mod memories;
 pub(crate) mod notify;

@@ -60,15 +60,15 @@ impl EgressHooks {
 }
 
 /// Where a header value is going: the header's name and the request's host.
-struct Destination<'a> {
-    header: &'a str,
-    host: &'a str,
-    port: u16,
+pub(crate) struct Destination<'a> {
+    pub(crate) header: &'a str,
+    pub(crate) host: &'a str,
+    pub(crate) port: u16,
 }
 
 /// Replaces every secret token in `value`. Fails on an ungranted or unknown
 /// secret, and on one whose binding does not cover `to` (another header or host).
-fn substitute(
+pub(crate) fn substitute(
     plugin: &PluginContext,
     call_secrets: Option<&Arc<dyn SecretSource>>,
     value: &str,
@@ -255,19 +255,11 @@ async fn guarded_send(
         .map_err(|_| HttpError::ConnectionTimeout)?
         .map_err(|_| HttpError::ConnectionRefused)?;
     let io: Box<dyn AsyncStream> = if https {
-        let roots = rustls::RootCertStore {
-            roots: webpki_roots::TLS_SERVER_ROOTS.into(),
-        };
-        let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .map_err(|e| HttpError::InternalError(Some(e.to_string())))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+        let connector =
+            tls_connector().map_err(|e| HttpError::InternalError(Some(e.to_string())))?;
         let name = rustls::pki_types::ServerName::try_from(host.clone())
             .map_err(|_| HttpError::HttpRequestUriInvalid)?;
-        let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+        let tls = connector
             .connect(name, tcp)
             .await
             .map_err(|e| HttpError::TlsProtocolError.tap(&e))?;
@@ -311,8 +303,26 @@ async fn guarded_send(
     Ok((res, Box::new(io)))
 }
 
+/// A TLS client verifying servers against the Web PKI roots (the same trust
+/// for every connection a plugin makes, HTTP or WebSocket).
+pub(crate) fn tls_connector() -> Result<tokio_rustls::TlsConnector, rustls::Error> {
+    let roots = rustls::RootCertStore {
+        roots: webpki_roots::TLS_SERVER_ROOTS.into(),
+    };
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    Ok(tokio_rustls::TlsConnector::from(Arc::new(config)))
+}
+
 /// A connected byte stream (plain TCP or TLS).
-trait AsyncStream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+pub(crate) trait AsyncStream:
+    tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send
+{
+}
 impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> AsyncStream for T {}
 
 /// Logs a TLS failure's cause before it is reduced to a wasi-http error code.

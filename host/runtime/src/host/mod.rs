@@ -2,11 +2,13 @@
 
 pub mod agent;
 pub mod background;
+pub(crate) mod channel_host;
 pub mod egress;
 pub(crate) mod fs_audit;
 pub mod kv;
 pub mod process;
 pub mod readahead;
+pub mod websocket;
 pub mod work;
 
 use crate::bindings::v0_1_0::host::turnstone::plugin::{clock, config, log, types};

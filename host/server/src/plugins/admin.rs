@@ -346,6 +346,8 @@ pub struct PluginAdmin {
     mcp: Option<Arc<McpHub>>,
     /// `[plugins] require_signatures` / `trusted_keys`, for installs.
     signatures: turnstone_runtime::signing::SignaturePolicy,
+    /// The node's channel adapters, once their hub runs (for their state).
+    channels: std::sync::OnceLock<std::sync::Weak<crate::channels::ChannelHub>>,
     _watcher: Option<turnstone_runtime::reconcile::PluginWatcher>,
 }
 
@@ -410,6 +412,7 @@ impl PluginAdmin {
             files: Mutex::new(()),
             mcp,
             signatures,
+            channels: std::sync::OnceLock::new(),
             _watcher: watcher,
         });
         tokio::spawn(persist_states(
@@ -444,6 +447,19 @@ impl PluginAdmin {
     /// The node's MCP servers.
     pub fn mcp(&self) -> Option<&Arc<McpHub>> {
         self.mcp.as_ref()
+    }
+
+    /// Attaches the channel hub whose adapters' state the views show.
+    pub fn set_channels(&self, hub: &Arc<crate::channels::ChannelHub>) {
+        let _ = self.channels.set(Arc::downgrade(hub));
+    }
+
+    /// A channel adapter's link state on this node.
+    pub fn channel_status(&self, name: &str) -> Option<crate::channels::AdapterStatus> {
+        self.channels
+            .get()
+            .and_then(|w| w.upgrade())
+            .and_then(|h| h.statuses().remove(name))
     }
 
     /// Re-reads the tables and applies them if they changed: components

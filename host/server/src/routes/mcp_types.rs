@@ -324,6 +324,7 @@ impl PluginView {
                 denials: 0,
             },
             stored: row.map(PluginStoredState::from),
+            channel: None,
             mcp: Some(McpDetail {
                 transport,
                 target: s.target(),

@@ -1,8 +1,9 @@
 //! The `/v1` API beyond authentication: workstreams, SSE, models, dashboard,
 //! memories, and the shared helpers their handlers use.
 
-mod attachments;
+pub(crate) mod attachments;
 mod auth;
+mod channels;
 mod governance;
 mod governance_types;
 mod info;
@@ -19,7 +20,7 @@ mod secret_types;
 mod skills;
 mod sse;
 mod work;
-mod ws;
+pub(crate) mod ws;
 mod ws_types;
 
 use serde::{Deserialize, Deserializer};
@@ -133,6 +134,8 @@ pub struct Node {
     pub shutdown: CancellationToken,
     /// Plugin administration (hot reload, grants); `None` without one.
     pub plugins: Option<Arc<crate::plugins::PluginAdmin>>,
+    /// Chat channel adapters; `None` when channels are off.
+    pub channels: Option<Arc<crate::channels::ChannelHub>>,
 }
 
 /// The auth routes (relative to `/v1`).
@@ -207,6 +210,16 @@ pub fn api() -> axum::Router<AppState> {
             get(sse::workstream_events),
         )
         .route("/api/events/global", get(sse::global_events))
+        .route("/api/channels/link-code", post(channels::link_code))
+        .route("/api/channels/links", get(channels::links))
+        .route(
+            "/api/channels/links/{channel_type}/{channel_user_id}",
+            axum::routing::delete(channels::unlink),
+        )
+        .route(
+            "/channels/{plugin}/webhook",
+            post(channels::webhook).layer(DefaultBodyLimit::max(channels::MAX_WEBHOOK_BODY)),
+        )
         .route("/api/command", post(ws::command))
         .route("/api/dashboard", get(info::dashboard))
         .route("/api/models", get(info::models))

@@ -3,8 +3,8 @@
 //! the UI bundle (no CDN).
 
 use super::{
-    attachments, auth, governance, info, mcp_servers, memories, notify, plugins, previews, skills,
-    sse, work, ws,
+    attachments, auth, channels, governance, info, mcp_servers, memories, notify, plugins,
+    previews, skills, sse, work, ws,
 };
 use crate::http::AppState;
 use axum::Json;
@@ -60,6 +60,7 @@ impl Modify for Security {
         governance::list_policies, governance::create_policy, governance::update_policy,
         governance::delete_policy, governance::usage, governance::audit,
         skills::admin_list, skills::create, skills::update, skills::delete, skills::versions,
+        channels::webhook, channels::link_code, channels::links, channels::unlink,
     ),
     components(schemas(
         super::ErrorBody, super::RetryBody, crate::error::WireError,

@@ -69,7 +69,9 @@ pub(super) fn actor(id: &Identity, addr: Option<SocketAddr>) -> Actor {
 pub(super) async fn view_of(a: &PluginAdmin, name: &str) -> Result<PluginView, ApiError> {
     let row = a.db().get_plugin(name).await.map_err(AdminError::from)?;
     if let Ok(entry) = a.entry(name) {
-        return Ok(PluginView::new(&entry, row.as_ref(), a.shared()));
+        let mut view = PluginView::new(&entry, row.as_ref(), a.shared());
+        view.channel = a.channel_status(name);
+        return Ok(view);
     }
     match a.mcp().and_then(|h| h.server(name)) {
         Some(s) => Ok(PluginView::mcp(&s, row.as_ref())),
@@ -99,7 +101,11 @@ pub(crate) async fn list(
     let mut plugins: Vec<PluginView> = snap
         .entries()
         .iter()
-        .map(|e| PluginView::new(e, row(&e.name()), a.shared()))
+        .map(|e| {
+            let mut view = PluginView::new(e, row(&e.name()), a.shared());
+            view.channel = a.channel_status(&e.name());
+            view
+        })
         .collect();
     // MCP servers next to the components: one registry, one console.
     if let Some(hub) = a.mcp() {

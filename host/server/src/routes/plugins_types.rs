@@ -762,6 +762,9 @@ pub(crate) struct PluginView {
     /// MCP servers only: transport, target, origin, resources, prompts.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) mcp: Option<super::mcp_types::McpDetail>,
+    /// Channel adapters only: the platform link's state on this node.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) channel: Option<crate::channels::AdapterStatus>,
 }
 
 impl PluginView {
@@ -800,6 +803,7 @@ impl PluginView {
             counters: PluginCounts::of(shared, &name),
             stored: row.map(PluginStoredState::from),
             mcp: None,
+            channel: None,
             name,
         }
     }

@@ -261,7 +261,7 @@ pub(crate) async fn send(
 }
 
 /// What a send did.
-enum Sent {
+pub(crate) enum Sent {
     Started {
         attached: Vec<String>,
         dropped: Vec<String>,
@@ -280,7 +280,7 @@ enum Sent {
 /// Sends `text`: starts a turn (consuming the attachments) or queues it
 /// (attachments stay pending and are reported as dropped). Under the
 /// workstream's start lock, a session seen idle is one this send starts.
-async fn send_message(
+pub(crate) async fn send_message(
     state: &AppState,
     w: &Workstream,
     text: &str,

@@ -1,0 +1,470 @@
+//! Chat channels end to end: the real Discord adapter component, run by the
+//! real server's channel supervisor, against a fake Discord (gateway over
+//! WebSocket + REST on loopback) that speaks the documented frames.
+
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+use turnstone_fake_chat::{BOT_ID, FakeDiscord, MessageSpec};
+use turnstone_scripted_llm::{Step, openai};
+use turnstone_test_support::server::{Server, StartOpts};
+use turnstone_test_support::sse;
+
+const TOKEN: &str = "discord-test-token";
+
+/// A server whose `discord` plugin talks to `fake` (REST through `rest_host`).
+async fn server(fake: &FakeDiscord, rest_host: &str, script: Vec<Step>) -> Server {
+    let port = fake
+        .api_base()
+        .split(':')
+        .nth(2)
+        .unwrap()
+        .split('/')
+        .next()
+        .unwrap()
+        .to_string();
+    let api_base = format!("http://{rest_host}:{port}/api/v10");
+    let config = format!(
+        r#"
+[plugins]
+enabled = ["discord"]
+[plugins.config.discord]
+api_base = "{api_base}"
+[plugins.grants.discord]
+http = ["{rest_host}:{port}"]
+secrets = [{{ name = "DISCORD_BOT_TOKEN", hosts = ["{rest_host}:{port}"], header = ["authorization", "ws-frame"] }}]
+[channels]
+edit_interval_ms = 200
+restart_backoff_max_secs = 2
+"#
+    );
+    Server::start_with(
+        script,
+        &config,
+        &[],
+        StartOpts {
+            env: vec![("DISCORD_BOT_TOKEN".into(), TOKEN.into())],
+            ..Default::default()
+        },
+    )
+    .await
+}
+
+async fn rest(
+    fake: &FakeDiscord,
+    what: &str,
+    pred: impl Fn(&turnstone_fake_chat::RestCall) -> bool,
+) -> turnstone_fake_chat::RestCall {
+    match fake.wait_rest(pred, Duration::from_secs(30)).await {
+        Some(c) => c,
+        None => panic!(
+            "no REST call: {what}; calls: {:#?}",
+            fake.rest_calls()
+                .iter()
+                .map(|c| c.route())
+                .collect::<Vec<_>>()
+        ),
+    }
+}
+
+/// The latest text of every message the bot posted in `channel`.
+fn texts(fake: &FakeDiscord, channel: &str) -> Vec<String> {
+    fake.messages_in(channel)
+        .iter()
+        .map(|m| m["content"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
+async fn until(what: &str, mut cond: impl FnMut() -> bool) {
+    assert!(
+        turnstone_fake_chat::wait_until(&mut cond, Duration::from_secs(30)).await,
+        "timed out waiting for {what}"
+    );
+}
+
+async fn link(srv: &Server, fake: &FakeDiscord, token: &str, dm: &str, user: &str) {
+    let (s, v) = srv
+        .call("POST", "/v1/api/channels/link-code", Some(token), None)
+        .await;
+    assert_eq!(s, 200, "{v}");
+    let code = v["code"].as_str().unwrap().to_string();
+    fake.message_create(MessageSpec::dm(dm, user, "alice", &format!("link {code}")));
+    until("the link reply", || {
+        texts(fake, dm).iter().any(|t| t.contains("Linked"))
+    })
+    .await;
+    // A code works once.
+    fake.message_create(MessageSpec::dm(dm, user, "alice", &format!("link {code}")));
+    until("the reused-code reply", || {
+        texts(fake, dm)
+            .iter()
+            .any(|t| t.contains("unknown or has expired"))
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn discord_messages_become_workstreams_with_streamed_replies_approvals_and_resume() {
+    let fake = FakeDiscord::start(TOKEN).await;
+    fake.set_heartbeat_interval(500);
+    let srv = server(
+        &fake,
+        "127.0.0.1",
+        vec![
+            Step::Sse {
+                frames: openai::text(&["Hello ", "from ", "Turnstone", "."]),
+                gap: Duration::from_millis(150),
+            },
+            sse(openai::tool_call(
+                "c1",
+                "bash",
+                &[r#"{"command": "echo approved-output"}"#],
+            )),
+            sse(openai::text(&["Ran it."])),
+            sse(openai::tool_call(
+                "c2",
+                "bash",
+                &[r#"{"command": "rm -rf build"}"#],
+            )),
+            sse(openai::text(&["OK, I will use ls instead."])),
+            sse(openai::text(&["Still here after the drop."])),
+        ],
+    )
+    .await;
+    let admin = srv.setup_admin().await;
+    let view = srv
+        .wait_plugin(&admin, "discord", 60, |v| {
+            v["channel"]["state"] == "connected"
+        })
+        .await;
+    assert_eq!(view["channel"]["platform"], "discord", "{view}");
+    // IDENTIFY carried the real token (substituted by the host into the frame).
+    assert_eq!(fake.identify_count(), 1);
+
+    // An unlinked user is refused, clearly, and nothing is created.
+    fake.message_create(MessageSpec::dm("dm1", "u1", "alice", "hello?"));
+    until("the unlinked reply", || {
+        texts(&fake, "dm1")
+            .iter()
+            .any(|t| t.contains("don't know who you are"))
+    })
+    .await;
+    let (_, list) = srv
+        .call("GET", "/v1/api/workstreams", Some(&admin), None)
+        .await;
+    assert_eq!(
+        list["workstreams"].as_array().map(Vec::len),
+        Some(0),
+        "{list}"
+    );
+
+    link(&srv, &fake, &admin, "dm1", "u1").await;
+
+    // A mention in a channel: a thread, a workstream, a reply edited in place.
+    fake.add_channel("c1", 0, Some("g1"));
+    let started = Instant::now();
+    let mut spec = MessageSpec::guild("c1", "g1", "u1", "alice", &format!("<@{BOT_ID}> say hello"));
+    spec.mentions_bot = true;
+    let mid = fake.message_create(spec);
+    rest(&fake, "thread start", |c| {
+        c.method == "POST" && c.path == format!("/channels/c1/messages/{mid}/threads")
+    })
+    .await;
+    let thread = mid.clone();
+    until("the final reply text", || {
+        texts(&fake, &thread)
+            .iter()
+            .any(|t| t == "Hello from Turnstone.")
+    })
+    .await;
+    let first_reply = started.elapsed();
+    let msgs = fake.messages_in(&thread);
+    let reply = msgs
+        .iter()
+        .find(|m| m["content"] == "Hello from Turnstone.")
+        .unwrap();
+    assert!(
+        reply["edit_count"].as_u64().unwrap() >= 2,
+        "the reply was edited in place as it streamed: {reply}"
+    );
+    eprintln!("inbound message -> final reply: {first_reply:?}");
+    let (_, list) = srv
+        .call("GET", "/v1/api/workstreams", Some(&admin), None)
+        .await;
+    assert_eq!(
+        list["workstreams"].as_array().map(Vec::len),
+        Some(1),
+        "{list}"
+    );
+
+    // A tool call needing approval: buttons → approve → output → answer.
+    let mut spec = MessageSpec::thread(&thread, "g1", "u1", "alice", "run the check");
+    spec.mentions_bot = false;
+    fake.message_create(spec);
+    let prompt = rest(&fake, "approval prompt", |c| {
+        c.method == "POST"
+            && c.path == format!("/channels/{thread}/messages")
+            && c.body["components"].is_array()
+    })
+    .await;
+    let buttons = &prompt.body["components"][0]["components"];
+    let approve = buttons
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["label"] == "Approve")
+        .unwrap()["custom_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let prompt_id = prompt.response["id"].as_str().unwrap().to_string();
+    let (iid, _) = fake.interaction_button(&thread, Some("g1"), &prompt_id, "u1", &approve);
+    until("the deferred-update callback", || {
+        fake.interaction_callbacks(&iid)
+            .iter()
+            .any(|b| b["type"] == 6)
+    })
+    .await;
+    until("the settled prompt with the output", || {
+        fake.messages_in(&thread).iter().any(|m| {
+            m["id"] == prompt_id.as_str()
+                && m["content"]
+                    .as_str()
+                    .unwrap_or("")
+                    .contains("approved-output")
+                && m["components"].as_array().is_some_and(Vec::is_empty)
+        })
+    })
+    .await;
+    until("the answer after the tool", || {
+        texts(&fake, &thread).iter().any(|t| t == "Ran it.")
+    })
+    .await;
+
+    // Deny with feedback: the button opens a modal; its text reaches the model.
+    fake.message_create(MessageSpec::thread(
+        &thread,
+        "g1",
+        "u1",
+        "alice",
+        "clean the build",
+    ));
+    let prompt = rest(&fake, "second prompt", |c| {
+        c.method == "POST"
+            && c.path == format!("/channels/{thread}/messages")
+            && c.body["components"].is_array()
+            && c.response["id"].as_str() != Some(prompt_id.as_str())
+    })
+    .await;
+    let prompt2 = prompt.response["id"].as_str().unwrap().to_string();
+    let deny_fb = prompt.body["components"][0]["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| {
+            b["custom_id"]
+                .as_str()
+                .unwrap_or("")
+                .starts_with("ts:denyfb:")
+        })
+        .unwrap()["custom_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let cycle = deny_fb.trim_start_matches("ts:denyfb:").to_string();
+    let (iid, _) = fake.interaction_button(&thread, Some("g1"), &prompt2, "u1", &deny_fb);
+    until("the feedback modal", || {
+        fake.interaction_callbacks(&iid)
+            .iter()
+            .any(|b| b["type"] == 9)
+    })
+    .await;
+    let modal = fake
+        .interaction_callbacks(&iid)
+        .into_iter()
+        .find(|b| b["type"] == 9)
+        .unwrap();
+    let modal_id = modal["data"]["custom_id"].as_str().unwrap().to_string();
+    fake.interaction_modal_submit(
+        &thread,
+        Some("g1"),
+        Some(&prompt2),
+        "u1",
+        &modal_id,
+        "feedback",
+        "use ls instead",
+    );
+    until("the denied prompt", || {
+        fake.messages_in(&thread).iter().any(|m| {
+            m["id"] == prompt2.as_str()
+                && m["content"]
+                    .as_str()
+                    .unwrap_or("")
+                    .contains("feedback: use ls instead")
+        })
+    })
+    .await;
+    until("the answer after the denial", || {
+        texts(&fake, &thread)
+            .iter()
+            .any(|t| t == "OK, I will use ls instead.")
+    })
+    .await;
+    let requests = srv.llm.requests();
+    let denial = requests.last().unwrap().body.to_string();
+    assert!(
+        denial.contains("use ls instead"),
+        "the model saw the feedback: {denial}"
+    );
+    assert!(!cycle.is_empty());
+
+    // The socket drops: the adapter RESUMEs (no new IDENTIFY) and the
+    // conversation goes on in the same workstream.
+    let resumes = fake.resume_count();
+    assert!(fake.drop_connection());
+    until("a RESUME", || fake.resume_count() > resumes).await;
+    assert_eq!(fake.identify_count(), 1, "resumed, not re-identified");
+    // A 429 on posting is honoured: no request on that route before
+    // retry_after elapsed, and the reply still arrives.
+    let route = format!("POST /channels/{thread}/messages");
+    fake.rate_limit_next(&route, 1.0);
+    fake.message_create(MessageSpec::thread(
+        &thread,
+        "g1",
+        "u1",
+        "alice",
+        "still there?",
+    ));
+    until("the answer after the drop", || {
+        texts(&fake, &thread)
+            .iter()
+            .any(|t| t == "Still here after the drop.")
+    })
+    .await;
+    let (limited, at, secs) = fake
+        .limited()
+        .into_iter()
+        .next()
+        .expect("a request was rate limited");
+    assert_eq!(limited, route);
+    let retry = Duration::from_secs_f64(secs);
+    let later: Vec<_> = fake
+        .rest_calls()
+        .into_iter()
+        .filter(|c| c.route() == route && c.at > at)
+        .collect();
+    assert!(!later.is_empty(), "the post was retried");
+    for c in &later {
+        assert!(
+            c.at >= at + retry,
+            "a request came {:?} after the 429 (retry_after {secs} s)",
+            c.at - at
+        );
+    }
+    let (_, list) = srv
+        .call("GET", "/v1/api/workstreams", Some(&admin), None)
+        .await;
+    assert_eq!(
+        list["workstreams"].as_array().map(Vec::len),
+        Some(1),
+        "one workstream throughout: {list}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ungranted_gateway_host_is_refused_before_connecting_and_the_adapter_restarts_with_backoff()
+ {
+    let fake = FakeDiscord::start(TOKEN).await;
+    // REST goes to `localhost` (granted); the gateway URL the fake hands out
+    // is 127.0.0.1, which is not granted.
+    let srv = server(&fake, "localhost", vec![]).await;
+    let admin = srv.setup_admin().await;
+    let view = srv
+        .wait_plugin(&admin, "discord", 60, |v| {
+            v["channel"]["restarts"].as_u64().unwrap_or(0) >= 2
+        })
+        .await;
+    let detail = view["channel"]["detail"].as_str().unwrap_or("").to_string();
+    assert!(
+        detail.contains("denied") || detail.contains("127.0.0.1"),
+        "{view}"
+    );
+    assert_eq!(
+        fake.connection_count(),
+        0,
+        "no socket reached the fake gateway"
+    );
+    // The host stays up.
+    let (s, _) = srv.call("GET", "/health", None, None).await;
+    assert_eq!(s, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhook_with_a_bad_signature_is_rejected_and_a_good_ping_answered() {
+    let fake = FakeDiscord::start(TOKEN).await;
+    let key = turnstone_fake_chat::discord_test_key();
+    let public = turnstone_fake_chat::discord_public_key_hex(&key);
+    let port = fake
+        .api_base()
+        .split(':')
+        .nth(2)
+        .unwrap()
+        .split('/')
+        .next()
+        .unwrap()
+        .to_string();
+    let config = format!(
+        r#"
+[plugins]
+enabled = ["discord"]
+[plugins.config.discord]
+api_base = "http://127.0.0.1:{port}/api/v10"
+public_key = "{public}"
+[plugins.grants.discord]
+http = ["127.0.0.1:{port}"]
+secrets = [{{ name = "DISCORD_BOT_TOKEN", hosts = ["127.0.0.1:{port}"], header = ["authorization", "ws-frame"] }}]
+"#
+    );
+    let srv = Server::start_with(
+        vec![],
+        &config,
+        &[],
+        StartOpts {
+            env: vec![("DISCORD_BOT_TOKEN".into(), TOKEN.into())],
+            ..Default::default()
+        },
+    )
+    .await;
+    let admin = srv.setup_admin().await;
+    srv.wait_plugin(&admin, "discord", 60, |v| {
+        v["channel"]["state"] == "connected"
+    })
+    .await;
+    let body = json!({"type": 1, "id": "1", "application_id": "1", "token": "t", "version": 1})
+        .to_string();
+    let ts = "1700000000";
+    let good = turnstone_fake_chat::discord_sign(&key, ts, body.as_bytes());
+    let post = |sig: String| {
+        srv.http
+            .post(srv.url("/v1/channels/discord/webhook"))
+            .header("x-signature-ed25519", sig)
+            .header("x-signature-timestamp", ts)
+            .header("content-type", "application/json")
+            .body(body.clone())
+            .send()
+    };
+    let bad = post("00".repeat(64)).await.unwrap();
+    assert_eq!(bad.status(), 401);
+    let ok = post(good).await.unwrap();
+    assert_eq!(ok.status(), 200);
+    let v: Value = ok.json().await.unwrap();
+    assert_eq!(v["type"], 1);
+    // A plugin that does not run here is a 404, not a hang.
+    let r = srv
+        .http
+        .post(srv.url("/v1/channels/nope/webhook"))
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+}

@@ -1,0 +1,349 @@
+//! Chat channels (Discord, Slack): the host side of channel adapter plugins.
+//!
+//! - [`ChannelHub`] supervises one long-lived instance per enabled channel
+//!   plugin: it restarts a failed adapter with exponential backoff, drains
+//!   and swaps it on hot reload and stops it when the plugin is disabled,
+//!   and reports each adapter's connection state.
+//! - [`bridge`] turns what an adapter reports into workstream operations:
+//!   account linking with one-time codes, conversation → workstream routing,
+//!   sends with attachments, and approval button presses.
+//! - [`relay`] streams a workstream's reply back by editing the posted
+//!   message at a bounded rate, and posts and settles approval prompts.
+
+pub mod bridge;
+pub mod relay;
+
+use crate::manager::Manager;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+use turnstone_runtime::LivePlugins;
+use turnstone_runtime::channel::{
+    ChannelError, ChannelInfo, ChannelLink, ChannelSink, Command, CommandResult, Inbound, LinkState,
+};
+use turnstone_runtime::plugin::LoadedPlugin;
+use turnstone_runtime::registry::PluginStatus;
+
+/// `[channels]` settings.
+#[derive(Debug, Clone)]
+pub struct ChannelSettings {
+    /// Least time between two edits of a streamed reply.
+    pub edit_interval: Duration,
+    /// Largest platform attachment accepted into a workstream.
+    pub max_attachment_bytes: usize,
+    /// First restart delay of a failed adapter (doubles up to `backoff_max`).
+    pub backoff_min: Duration,
+    /// Longest restart delay.
+    pub backoff_max: Duration,
+    /// How long a command (post, edit) may wait for the adapter.
+    pub command_timeout: Duration,
+}
+
+impl Default for ChannelSettings {
+    fn default() -> Self {
+        Self {
+            edit_interval: Duration::from_millis(1000),
+            max_attachment_bytes: 8 << 20,
+            backoff_min: Duration::from_secs(1),
+            backoff_max: Duration::from_secs(60),
+            command_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// An adapter's state as `plugins list` and the console show it.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct AdapterStatus {
+    /// `starting`, `connecting`, `connected`, `reconnecting`, `failed`
+    /// (waiting to restart) or `stopped`.
+    pub state: String,
+    /// The adapter's or the supervisor's last word on it.
+    pub detail: String,
+    /// The platform (`discord`, `slack`) once known.
+    pub platform: Option<String>,
+    /// Restarts after failures since the plugin was enabled.
+    pub restarts: u32,
+    /// Seconds since the state last changed.
+    pub since_secs: u64,
+}
+
+struct Adapter {
+    name: String,
+    link: Arc<ChannelLink>,
+    plugin: Mutex<Arc<LoadedPlugin>>,
+    info: Mutex<Option<ChannelInfo>>,
+    state: Mutex<(String, String, Instant)>,
+    restarts: std::sync::atomic::AtomicU32,
+    /// Set when the plugin was reloaded: restart at once with the new one.
+    swap: std::sync::atomic::AtomicBool,
+    /// Ends the supervisor (disable, removal, shutdown).
+    done: CancellationToken,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Adapter {
+    fn set_state(&self, state: &str, detail: &str) {
+        *lock(&self.state) = (state.to_string(), detail.to_string(), Instant::now());
+    }
+
+    fn status(&self) -> AdapterStatus {
+        let (state, detail, since) = lock(&self.state).clone();
+        AdapterStatus {
+            state,
+            detail,
+            platform: lock(&self.info).as_ref().map(|i| i.platform.clone()),
+            restarts: self.restarts.load(std::sync::atomic::Ordering::Relaxed),
+            since_secs: since.elapsed().as_secs(),
+        }
+    }
+}
+
+/// The channel adapters of this node.
+pub struct ChannelHub {
+    pub(crate) mgr: Arc<Manager>,
+    pub(crate) settings: ChannelSettings,
+    live: Arc<LivePlugins>,
+    adapters: Mutex<HashMap<String, Arc<Adapter>>>,
+    /// Workstreams whose replies are being relayed, by ws id.
+    pub(crate) relays: Mutex<HashMap<String, Arc<relay::Relay>>>,
+    /// Serialises route decisions.
+    pub(crate) routing: tokio::sync::Mutex<()>,
+    /// What the shared route helpers (attachments, sends) need.
+    pub(crate) state: crate::http::AppState,
+    me: Weak<ChannelHub>,
+}
+
+/// Routes an adapter's reports to the hub.
+struct HubSink {
+    hub: Weak<ChannelHub>,
+    plugin: String,
+}
+
+impl ChannelSink for HubSink {
+    fn inbound(&self, event: Inbound) {
+        let Some(hub) = self.hub.upgrade() else {
+            return;
+        };
+        let plugin = self.plugin.clone();
+        tokio::spawn(async move { bridge::handle(hub, plugin, event).await });
+    }
+
+    fn state(&self, state: LinkState, detail: &str) {
+        let Some(hub) = self.hub.upgrade() else {
+            return;
+        };
+        if let Some(a) = hub.adapter(&self.plugin) {
+            let name = match state {
+                LinkState::Connecting => "connecting",
+                LinkState::Connected => "connected",
+                LinkState::Reconnecting => "reconnecting",
+                LinkState::Failed => "failed",
+            };
+            tracing::info!(plugin = %self.plugin, state = name, "{detail}");
+            a.set_state(name, detail);
+        }
+    }
+}
+
+impl ChannelHub {
+    /// A hub over `mgr`'s workstreams and the plugins in `live`.
+    pub fn new(
+        mgr: Arc<Manager>,
+        live: Arc<LivePlugins>,
+        settings: ChannelSettings,
+        state: crate::http::AppState,
+    ) -> Arc<Self> {
+        Arc::new_cyclic(|me| Self {
+            mgr,
+            routing: tokio::sync::Mutex::new(()),
+            state,
+            settings,
+            live,
+            adapters: Mutex::new(HashMap::new()),
+            relays: Mutex::new(HashMap::new()),
+            me: me.clone(),
+        })
+    }
+
+    fn adapter(&self, name: &str) -> Option<Arc<Adapter>> {
+        lock(&self.adapters).get(name).cloned()
+    }
+
+    /// Every supervised adapter's status, by plugin name.
+    pub fn statuses(&self) -> HashMap<String, AdapterStatus> {
+        lock(&self.adapters)
+            .iter()
+            .map(|(k, a)| (k.clone(), a.status()))
+            .collect()
+    }
+
+    /// The platform facts of a running adapter.
+    pub fn info(&self, plugin: &str) -> Option<ChannelInfo> {
+        self.adapter(plugin).and_then(|a| lock(&a.info).clone())
+    }
+
+    /// The adapter serving `platform` (`discord`, `slack`), if one runs.
+    pub fn plugin_for(&self, platform: &str) -> Option<String> {
+        let adapters = lock(&self.adapters);
+        let mut names: Vec<&String> = adapters
+            .iter()
+            .filter(|(_, a)| {
+                lock(&a.info)
+                    .as_ref()
+                    .is_some_and(|i| i.platform == platform)
+            })
+            .map(|(k, _)| k)
+            .collect();
+        names.sort();
+        names.first().map(|n| n.to_string())
+    }
+
+    /// Hands a command to `plugin`'s adapter.
+    pub async fn command(
+        &self,
+        plugin: &str,
+        command: Command,
+    ) -> Result<CommandResult, ChannelError> {
+        let Some(a) = self.adapter(plugin) else {
+            return Err(ChannelError::Gone);
+        };
+        a.link.command(command, self.settings.command_timeout).await
+    }
+
+    /// Follows the plugin registry until `stop`: starts a supervisor for
+    /// every loaded channel adapter, swaps reloaded ones and stops the ones
+    /// that were disabled or removed.
+    pub async fn run(self: Arc<Self>, stop: CancellationToken) {
+        let mut seen = u64::MAX;
+        loop {
+            let generation = self.live.generation();
+            if generation != seen {
+                seen = generation;
+                self.reconcile();
+            }
+            tokio::select! {
+                () = stop.cancelled() => break,
+                () = tokio::time::sleep(Duration::from_millis(250)) => {}
+            }
+        }
+        let adapters: Vec<Arc<Adapter>> = lock(&self.adapters).drain().map(|(_, a)| a).collect();
+        for a in adapters {
+            a.done.cancel();
+            a.link.stop();
+        }
+    }
+
+    fn reconcile(&self) {
+        let registry = self.live.snapshot();
+        let mut wanted: HashMap<String, Arc<LoadedPlugin>> = HashMap::new();
+        for entry in registry.entries() {
+            if let PluginStatus::Loaded(p) = &entry.status
+                && p.is_channel_adapter()
+            {
+                wanted.insert(p.name().to_string(), p.clone());
+            }
+        }
+        let mut adapters = lock(&self.adapters);
+        adapters.retain(|name, a| {
+            if wanted.contains_key(name) {
+                return true;
+            }
+            tracing::info!(plugin = %name, "channel adapter stopped (plugin disabled or removed)");
+            a.done.cancel();
+            a.link.stop();
+            false
+        });
+        for (name, plugin) in wanted {
+            match adapters.get(&name) {
+                Some(a) => {
+                    let mut current = lock(&a.plugin);
+                    if !Arc::ptr_eq(&current, &plugin) {
+                        tracing::info!(plugin = %name, "channel adapter reloaded: draining and reconnecting");
+                        *current = plugin;
+                        a.swap.store(true, std::sync::atomic::Ordering::Release);
+                        a.link.stop();
+                    }
+                }
+                None => {
+                    let sink = Arc::new(HubSink {
+                        hub: self.me.clone(),
+                        plugin: name.clone(),
+                    });
+                    let a = Arc::new(Adapter {
+                        name: name.clone(),
+                        link: ChannelLink::new(sink),
+                        plugin: Mutex::new(plugin),
+                        info: Mutex::new(None),
+                        state: Mutex::new(("starting".into(), String::new(), Instant::now())),
+                        restarts: Default::default(),
+                        swap: Default::default(),
+                        done: CancellationToken::new(),
+                    });
+                    adapters.insert(name, a.clone());
+                    tokio::spawn(supervise(a, self.settings.clone()));
+                }
+            }
+        }
+    }
+}
+
+/// Runs one adapter until its plugin is disabled: restart with backoff
+/// after a failure, at once after a reload.
+async fn supervise(a: Arc<Adapter>, settings: ChannelSettings) {
+    let mut delay = settings.backoff_min;
+    loop {
+        if a.done.is_cancelled() {
+            break;
+        }
+        a.link.rearm();
+        a.swap.store(false, std::sync::atomic::Ordering::Release);
+        let plugin = lock(&a.plugin).clone();
+        match plugin.channel_info().await {
+            Ok(info) => *lock(&a.info) = Some(info),
+            Err(e) => tracing::warn!(plugin = %a.name, "channel info: {e}"),
+        }
+        a.set_state("connecting", "");
+        let started = Instant::now();
+        let outcome = plugin
+            .channel_serve(a.link.clone(), Duration::from_secs(5))
+            .await;
+        if a.done.is_cancelled() {
+            break;
+        }
+        if a.swap.load(std::sync::atomic::Ordering::Acquire) {
+            delay = settings.backoff_min;
+            continue;
+        }
+        let reason = match outcome {
+            Ok(Ok(())) => "the adapter stopped on its own".to_string(),
+            Ok(Err(e)) => e,
+            Err(e) => e.to_string(),
+        };
+        // A run that stayed up a while starts the backoff over.
+        if started.elapsed() > settings.backoff_max {
+            delay = settings.backoff_min;
+        }
+        let restarts = a
+            .restarts
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            + 1;
+        tracing::warn!(plugin = %a.name, restarts, "channel adapter failed: {reason}; restarting in {delay:?}");
+        a.set_state(
+            "failed",
+            &format!(
+                "{reason} (restart {restarts} in {:.1} s)",
+                delay.as_secs_f64()
+            ),
+        );
+        tokio::select! {
+            () = a.done.cancelled() => break,
+            () = tokio::time::sleep(delay) => {}
+        }
+        delay = (delay * 2).min(settings.backoff_max);
+    }
+    a.set_state("stopped", "");
+}

@@ -1,0 +1,147 @@
+//! Chat channel routes: the platforms' inbound webhooks (public; the adapter
+//! checks the platform's signature), and a user's chat-account links.
+
+use super::{Guarded, node};
+use crate::channels::bridge::{LINK_CODE_TTL, link_code_hash, new_link_code};
+use crate::http::{AppState, Identity};
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
+use serde::Serialize;
+use turnstone_runtime::channel::{ChannelError, Command, CommandResult, WebhookRequest};
+
+/// Largest webhook body taken.
+pub const MAX_WEBHOOK_BODY: usize = 1 << 20;
+
+#[utoipa::path(post, path = "/v1/channels/{plugin}/webhook", tag = "channels", summary = "A chat platform's webhook (Slack events and interactivity, Discord interactions); the channel plugin verifies the signature and answers", params(("plugin" = String, Path, description = "Channel plugin name")), request_body(content = String, description = "The platform's payload, passed through"), responses((status = 200, description = "The plugin's answer"), (status = 401, description = "The plugin rejected the signature"), (status = 404, description = "No such channel plugin runs here"), (status = 503, description = "The plugin did not answer")))]
+pub(crate) async fn webhook(
+    State(state): State<AppState>,
+    Path(plugin): Path<String>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let Some(hub) = state.node.as_ref().and_then(|n| n.channels.clone()) else {
+        return (StatusCode::NOT_FOUND, "no channel adapters run here").into_response();
+    };
+    if !hub.statuses().contains_key(&plugin) {
+        return (StatusCode::NOT_FOUND, "no such channel plugin runs here").into_response();
+    }
+    let headers = headers
+        .iter()
+        .filter_map(|(k, v)| {
+            Some((
+                k.as_str().to_ascii_lowercase(),
+                v.to_str().ok()?.to_string(),
+            ))
+        })
+        .collect();
+    let cmd = Command::Webhook(WebhookRequest {
+        headers,
+        body: body.to_vec(),
+    });
+    match hub.command(&plugin, cmd).await {
+        Ok(CommandResult::Webhook(r)) => {
+            let status = StatusCode::from_u16(r.status).unwrap_or(StatusCode::BAD_GATEWAY);
+            let ctype = if r.content_type.is_empty() {
+                "text/plain".to_string()
+            } else {
+                r.content_type
+            };
+            (status, [(axum::http::header::CONTENT_TYPE, ctype)], r.body).into_response()
+        }
+        Ok(_) => (
+            StatusCode::BAD_GATEWAY,
+            "the channel plugin gave no webhook answer",
+        )
+            .into_response(),
+        Err(ChannelError::Failed(e)) => (StatusCode::BAD_GATEWAY, e).into_response(),
+        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, e.to_string()).into_response(),
+    }
+}
+
+/// A new link code.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct LinkCode {
+    /// Send `link <code>` to the bot from the platform account to link.
+    pub code: String,
+    /// When it stops working (UTC).
+    pub expires: String,
+    /// What to do with it.
+    pub instructions: String,
+}
+
+#[utoipa::path(post, path = "/v1/api/channels/link-code", tag = "channels", summary = "A one-time code that links a chat account (Discord, Slack) to the caller", responses((status = 200, description = "The code (valid 10 minutes; a new one replaces the old)", body = LinkCode), Guarded))]
+pub(crate) async fn link_code(
+    State(state): State<AppState>,
+    Extension(id): Extension<Identity>,
+) -> Result<Json<LinkCode>, crate::http::ApiError> {
+    node(&state)?;
+    let code = new_link_code();
+    let expires = turnstone_storage::util::format_ts(std::time::SystemTime::now() + LINK_CODE_TTL);
+    state
+        .db
+        .create_link_code(&link_code_hash(&code), &id.user_id, &expires)
+        .await?;
+    Ok(Json(LinkCode {
+        instructions: format!(
+            "Send `link {code}` to the Turnstone bot (a direct message, or mention it) within 10 minutes."
+        ),
+        code,
+        expires,
+    }))
+}
+
+/// One linked chat account.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct ChannelLinkView {
+    /// The platform (`discord`, `slack`).
+    pub channel_type: String,
+    /// The platform's user id.
+    pub channel_user_id: String,
+    /// When it was linked.
+    pub created: String,
+}
+
+/// The caller's linked chat accounts.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct ChannelLinks {
+    /// Links, by platform.
+    pub links: Vec<ChannelLinkView>,
+}
+
+#[utoipa::path(get, path = "/v1/api/channels/links", tag = "channels", summary = "The caller's linked chat accounts", responses((status = 200, description = "Links", body = ChannelLinks), Guarded))]
+pub(crate) async fn links(
+    State(state): State<AppState>,
+    Extension(id): Extension<Identity>,
+) -> Result<Json<ChannelLinks>, crate::http::ApiError> {
+    let links = state
+        .db
+        .channel_links(&id.user_id)
+        .await?
+        .into_iter()
+        .map(|(channel_type, channel_user_id, created)| ChannelLinkView {
+            channel_type,
+            channel_user_id,
+            created,
+        })
+        .collect();
+    Ok(Json(ChannelLinks { links }))
+}
+
+#[utoipa::path(delete, path = "/v1/api/channels/links/{channel_type}/{channel_user_id}", tag = "channels", summary = "Unlinks one of the caller's chat accounts", params(("channel_type" = String, Path, description = "Platform"), ("channel_user_id" = String, Path, description = "Platform user id")), responses((status = 200, description = "Unlinked", body = crate::routes::StatusOk), (status = 404, description = "Not one of the caller's links", body = crate::routes::ErrorBody), Guarded))]
+pub(crate) async fn unlink(
+    State(state): State<AppState>,
+    Extension(id): Extension<Identity>,
+    Path((channel_type, channel_user_id)): Path<(String, String)>,
+) -> Result<Json<crate::routes::StatusOk>, crate::http::ApiError> {
+    if state
+        .db
+        .unlink_channel_user(&channel_type, &channel_user_id, &id.user_id)
+        .await?
+    {
+        Ok(crate::routes::StatusOk::ok())
+    } else {
+        Err(crate::http::ApiError::NotFound("no such link".into()))
+    }
+}
