@@ -468,3 +468,208 @@ secrets = [{{ name = "DISCORD_BOT_TOKEN", hosts = ["127.0.0.1:{port}"], header =
         .unwrap();
     assert_eq!(r.status(), 404);
 }
+
+const APP: &str = "xapp-test";
+const BOT: &str = "xoxb-test";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slack_mentions_threads_approvals_reconnects_and_files() {
+    use turnstone_fake_chat::FakeSlack;
+    let fake = FakeSlack::start(APP, BOT).await;
+    fake.add_channel("C1");
+    fake.add_channel("D1");
+    let hostport = fake
+        .api_base()
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .unwrap()
+        .to_string();
+    let config = format!(
+        r#"
+[plugins]
+enabled = ["slack"]
+[plugins.config.slack]
+api_base = "{api}"
+[plugins.grants.slack]
+http = ["{hostport}"]
+secrets = [
+  {{ name = "SLACK_APP_TOKEN", hosts = ["{hostport}"], header = "authorization" }},
+  {{ name = "SLACK_BOT_TOKEN", hosts = ["{hostport}"], header = "authorization" }},
+]
+[channels]
+edit_interval_ms = 200
+"#,
+        api = fake.api_base()
+    );
+    let srv = Server::start_with(
+        vec![
+            Step::Sse {
+                frames: openai::text(&["Hello ", "from ", "Slack", "."]),
+                gap: Duration::from_millis(150),
+            },
+            sse(openai::tool_call(
+                "s1",
+                "bash",
+                &[r#"{"command": "echo slack-output"}"#],
+            )),
+            sse(openai::text(&["Ran it on Slack."])),
+            sse(openai::text(&["Back again."])),
+            sse(openai::text(&["Read the file."])),
+        ],
+        &config,
+        &[],
+        StartOpts {
+            env: vec![
+                ("SLACK_APP_TOKEN".into(), APP.into()),
+                ("SLACK_BOT_TOKEN".into(), BOT.into()),
+            ],
+            ..Default::default()
+        },
+    )
+    .await;
+    let admin = srv.setup_admin().await;
+    srv.wait_plugin(&admin, "slack", 60, |v| {
+        v["channel"]["state"] == "connected"
+    })
+    .await;
+    let slack_texts = |ch: &str| -> Vec<String> {
+        fake.messages_in(ch)
+            .iter()
+            .map(|m| m["text"].as_str().unwrap_or("").to_string())
+            .collect()
+    };
+
+    // Unlinked, then linked through a DM.
+    fake.message("D1", "U1", "hi", None, "im", vec![]);
+    until("the unlinked reply", || {
+        slack_texts("D1")
+            .iter()
+            .any(|t| t.contains("don't know who you are"))
+    })
+    .await;
+    let (s, v) = srv
+        .call("POST", "/v1/api/channels/link-code", Some(&admin), None)
+        .await;
+    assert_eq!(s, 200, "{v}");
+    fake.message(
+        "D1",
+        "U1",
+        &format!("link {}", v["code"].as_str().unwrap()),
+        None,
+        "im",
+        vec![],
+    );
+    until("the link reply", || {
+        slack_texts("D1").iter().any(|t| t.contains("Linked"))
+    })
+    .await;
+
+    // A mention: the reply lives in the message's thread and is edited in place.
+    let root = fake.app_mention("C1", "U1", "<@UBOT> say hello", None);
+    until("the final reply", || {
+        slack_texts("C1").iter().any(|t| t == "Hello from Slack.")
+    })
+    .await;
+    let msgs = fake.messages_in("C1");
+    let reply = msgs
+        .iter()
+        .find(|m| m["text"] == "Hello from Slack.")
+        .unwrap();
+    assert_eq!(reply["thread_ts"], root.as_str(), "{reply}");
+    assert!(
+        reply["edit_count"].as_u64().unwrap() >= 1,
+        "edited in place: {reply}"
+    );
+    // Every envelope was acknowledged.
+    assert!(!fake.acks().is_empty());
+
+    // Approval by button in the thread.
+    fake.message("C1", "U1", "run the check", Some(&root), "channel", vec![]);
+    let prompt = fake
+        .wait_call(
+            |c| {
+                c.method == "chat.postMessage"
+                    && c.body["blocks"].as_array().is_some_and(|b| !b.is_empty())
+            },
+            Duration::from_secs(30),
+        )
+        .await
+        .expect("an approval prompt");
+    let prompt_ts = prompt.response["ts"].as_str().unwrap().to_string();
+    let blocks = prompt.body["blocks"].to_string();
+    let cycle = prompt.body["blocks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|b| b["elements"].as_array().cloned().unwrap_or_default())
+        .find(|e| e["action_id"] == "ts_approve")
+        .expect(&blocks)["value"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    fake.block_action(
+        "C1",
+        &prompt_ts,
+        Some(&root),
+        "U1",
+        "ts_approve",
+        &cycle,
+        "trigger-1",
+    );
+    until("the settled prompt", || {
+        fake.messages_in("C1").iter().any(|m| {
+            m["ts"] == prompt_ts.as_str()
+                && m["text"].as_str().unwrap_or("").contains("slack-output")
+                && m["blocks"].as_array().is_none_or(Vec::is_empty)
+        })
+    })
+    .await;
+    until("the answer after the tool", || {
+        slack_texts("C1").iter().any(|t| t == "Ran it on Slack.")
+    })
+    .await;
+
+    // Slack asks for a reconnect: a new connection, the same conversation.
+    let opens = fake.open_count();
+    assert!(fake.disconnect("refresh_requested"));
+    until("a new Socket Mode connection", || {
+        fake.open_count() > opens && fake.connected()
+    })
+    .await;
+    fake.message("C1", "U1", "still there?", Some(&root), "channel", vec![]);
+    until("the answer after the reconnect", || {
+        slack_texts("C1").iter().any(|t| t == "Back again.")
+    })
+    .await;
+
+    // A file in a DM becomes a workstream attachment the model reads.
+    let url = fake.add_file(
+        "T111-F1/notes.txt",
+        b"the secret word is turnip",
+        "text/plain",
+    );
+    let file = turnstone_fake_chat::slack_file("F1", "notes.txt", "text/plain", 25, &url);
+    fake.message("D1", "U1", "summarise this", None, "im", vec![file]);
+    until("the DM answer", || {
+        slack_texts("D1").iter().any(|t| t == "Read the file.")
+    })
+    .await;
+    let last = srv.llm.requests().last().unwrap().body.to_string();
+    assert!(
+        last.contains("the secret word is turnip"),
+        "the attachment reached the model: {last}"
+    );
+    assert!(
+        fake.file_fetches().iter().all(|(_, authed)| *authed),
+        "files fetched with the bot token"
+    );
+    let (_, list) = srv
+        .call("GET", "/v1/api/workstreams", Some(&admin), None)
+        .await;
+    assert_eq!(
+        list["workstreams"].as_array().map(Vec::len),
+        Some(2),
+        "the thread and the DM: {list}"
+    );
+}
