@@ -29,7 +29,10 @@ async fn an_mcp_server_created_on_one_node_connects_on_another_and_disable_hides
         eprintln!("skipped: set TURNSTONE_TEST_PG_URL (CI does)");
         return;
     };
-    let opts = StartOpts { pg_url: Some(url) };
+    let opts = StartOpts {
+        pg_url: Some(url),
+        ..Default::default()
+    };
     let a = Server::start_with(vec![], "", &[], opts.clone()).await;
     let b = Server::start_with(
         vec![sse(openai::text(&["one"])), sse(openai::text(&["two"]))],

@@ -825,7 +825,10 @@ async fn a_disable_on_one_server_reaches_another_on_the_same_postgres() {
     };
     let (root, _wasm) = plugin_root(false);
     let cfg = plugins_config(root.path());
-    let opts = StartOpts { pg_url: Some(url) };
+    let opts = StartOpts {
+        pg_url: Some(url),
+        ..Default::default()
+    };
     let a = Server::start_with(vec![], &cfg, &[], opts.clone()).await;
     let b = Server::start_with(vec![], &cfg, &[], opts).await;
     let admin = a.setup_admin().await;

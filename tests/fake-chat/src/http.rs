@@ -70,10 +70,10 @@ pub(crate) fn parse_body(content_type: Option<&str>, body: &[u8]) -> Value {
         return Value::Null;
     }
     let ct = content_type.unwrap_or("").to_ascii_lowercase();
-    if ct.starts_with("multipart/form-data") {
-        if let Some(boundary) = boundary_of(content_type.unwrap_or("")) {
-            return parse_multipart(&boundary, body);
-        }
+    if ct.starts_with("multipart/form-data")
+        && let Some(boundary) = boundary_of(content_type.unwrap_or(""))
+    {
+        return parse_multipart(&boundary, body);
     }
     if ct.starts_with("application/x-www-form-urlencoded") {
         return form_object(&String::from_utf8_lossy(body));

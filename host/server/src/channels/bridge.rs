@@ -244,7 +244,7 @@ async fn on_message(hub: &Arc<ChannelHub>, plugin: &str, m: InboundMessage) -> R
                     plugin,
                     &target.conversation,
                     Some(&m.message_id),
-                    &format!("Attachment {} not taken: {}", a.filename, e.to_string()),
+                    &format!("Attachment {} not taken: {}", a.filename, e),
                 )
                 .await;
             }

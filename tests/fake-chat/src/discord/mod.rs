@@ -197,7 +197,7 @@ impl State {
 
     /// Sends `out` to the newest connection and, for a close or drop,
     /// forgets that connection at once. False when none is connected.
-    fn to_newest(&mut self, out: Out) -> bool {
+    fn send_to_newest(&mut self, out: Out) -> bool {
         let Some(id) = self.newest else { return false };
         let hang_up = matches!(out, Out::Close(..) | Out::Drop);
         let sent = self.conns.get(&id).is_some_and(|c| c.tx.send(out).is_ok());
@@ -470,21 +470,22 @@ impl FakeDiscord {
     /// Ends the newest gateway connection abruptly: TCP closes, no close
     /// frame. The session stays resumable. False if none was up.
     pub fn drop_connection(&self) -> bool {
-        self.st().to_newest(Out::Drop)
+        self.st().send_to_newest(Out::Drop)
     }
 
     /// Closes the newest gateway connection with `code` and `reason`
     /// (4000: resume expected; 4004/4014: no reconnect expected). The
     /// session stays resumable. False if none was up.
     pub fn close_with(&self, code: u16, reason: &str) -> bool {
-        self.st().to_newest(Out::Close(code, reason.to_string()))
+        self.st()
+            .send_to_newest(Out::Close(code, reason.to_string()))
     }
 
     /// Sends op 7 RECONNECT on the newest connection (which stays open
     /// until the client closes it). False if none was up.
     pub fn send_reconnect(&self) -> bool {
         self.st()
-            .to_newest(Out::Text(gateway::frame(7, Value::Null)))
+            .send_to_newest(Out::Text(gateway::frame(7, Value::Null)))
     }
 
     /// Sends op 9 INVALID SESSION with `d: resumable`; when not resumable,
@@ -501,7 +502,7 @@ impl FakeDiscord {
                 st.invalidate(&sid);
             }
         }
-        st.to_newest(Out::Text(gateway::frame(9, Value::Bool(resumable))))
+        st.send_to_newest(Out::Text(gateway::frame(9, Value::Bool(resumable))))
     }
 
     /// Sends op 1 (the server asking for an immediate heartbeat).
@@ -512,7 +513,7 @@ impl FakeDiscord {
             .as_ref()
             .and_then(|s| st.sessions.get(s))
             .map(|s| s.seq);
-        st.to_newest(Out::Text(gateway::frame(1, json!(s))))
+        st.send_to_newest(Out::Text(gateway::frame(1, json!(s))))
     }
 
     /// Every REST request so far (auth failures and 429s included).

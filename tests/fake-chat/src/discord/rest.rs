@@ -398,11 +398,11 @@ fn callback(st: &mut State, iid: &str, token: &str, body: &Value) -> Reply {
     match kind {
         // UPDATE_MESSAGE edits the message the component was on.
         Some(7) => {
-            if let Some(mid) = message_id.as_deref() {
-                if let Some(p) = st.posted.iter_mut().find(|p| p.id == mid) {
-                    apply_edit(&mut p.message, &data);
-                    p.edits += 1;
-                }
+            if let Some(mid) = message_id.as_deref()
+                && let Some(p) = st.posted.iter_mut().find(|p| p.id == mid)
+            {
+                apply_edit(&mut p.message, &data);
+                p.edits += 1;
             }
         }
         // CHANNEL_MESSAGE_WITH_SOURCE posts a message (unless ephemeral).

@@ -324,17 +324,18 @@ impl FakeSlack {
     /// on the newest connection (which stays open). False if none was up.
     pub fn disconnect(&self, reason: &str) -> bool {
         let frame = json!({"type": "disconnect", "reason": reason, "debug_info": {"host": "fake"}});
-        self.st().to_newest(Out::Text(frame.to_string()))
+        self.st().send_to_newest(Out::Text(frame.to_string()))
     }
 
     /// Ends the newest connection abruptly (no close frame). False if none was up.
     pub fn drop_connection(&self) -> bool {
-        self.st().to_newest(Out::Drop)
+        self.st().send_to_newest(Out::Drop)
     }
 
     /// Closes the newest connection with a close frame. False if none was up.
     pub fn close_with(&self, code: u16, reason: &str) -> bool {
-        self.st().to_newest(Out::Close(code, reason.to_string()))
+        self.st()
+            .send_to_newest(Out::Close(code, reason.to_string()))
     }
 
     /// Every Web API call (and `response_url` POST) so far.

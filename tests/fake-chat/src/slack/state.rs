@@ -207,7 +207,7 @@ impl State {
     }
 
     /// Sends `out` to the newest connection; a close or drop also forgets it.
-    pub(crate) fn to_newest(&mut self, out: Out) -> bool {
+    pub(crate) fn send_to_newest(&mut self, out: Out) -> bool {
         let Some(id) = self.newest else { return false };
         let hang_up = matches!(out, Out::Close(..) | Out::Drop);
         let sent = self.conns.get(&id).is_some_and(|tx| tx.send(out).is_ok());
