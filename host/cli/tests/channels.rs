@@ -471,6 +471,7 @@ secrets = [{{ name = "DISCORD_BOT_TOKEN", hosts = ["127.0.0.1:{port}"], header =
 
 const APP: &str = "xapp-test";
 const BOT: &str = "xoxb-test";
+const SIGNING: &str = "8f742231b10e8888abcd99yyyzzz85a5";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slack_mentions_threads_approvals_reconnects_and_files() {
@@ -496,6 +497,7 @@ http = ["{hostport}"]
 secrets = [
   {{ name = "SLACK_APP_TOKEN", hosts = ["{hostport}"], header = "authorization" }},
   {{ name = "SLACK_BOT_TOKEN", hosts = ["{hostport}"], header = "authorization" }},
+  {{ name = "SLACK_SIGNING_SECRET", hosts = ["{hostport}"], header = "authorization" }},
 ]
 [channels]
 edit_interval_ms = 200
@@ -523,6 +525,7 @@ edit_interval_ms = 200
             env: vec![
                 ("SLACK_APP_TOKEN".into(), APP.into()),
                 ("SLACK_BOT_TOKEN".into(), BOT.into()),
+                ("SLACK_SIGNING_SECRET".into(), SIGNING.into()),
             ],
             ..Default::default()
         },
@@ -672,4 +675,46 @@ edit_interval_ms = 200
         Some(2),
         "the thread and the DM: {list}"
     );
+
+    // Signed HTTP webhooks: the adapter checks the signature through the
+    // host (it never holds the signing secret).
+    let body = json!({"token": "x", "challenge": "ch-123", "type": "url_verification"}).to_string();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let post = |ts: i64, sig: String| {
+        srv.http
+            .post(srv.url("/v1/channels/slack/webhook"))
+            .header("x-slack-request-timestamp", ts.to_string())
+            .header("x-slack-signature", sig)
+            .header("content-type", "application/json")
+            .body(body.clone())
+            .send()
+    };
+    let good = post(
+        now,
+        turnstone_fake_chat::slack_signature(SIGNING, now, body.as_bytes()),
+    )
+    .await
+    .unwrap();
+    assert_eq!(good.status(), 200);
+    assert_eq!(good.headers()["x-content-type-options"], "nosniff");
+    let v: Value = good.json().await.unwrap();
+    assert_eq!(v["challenge"], "ch-123");
+    let bad = post(
+        now,
+        turnstone_fake_chat::slack_signature("wrong-secret", now, body.as_bytes()),
+    )
+    .await
+    .unwrap();
+    assert_eq!(bad.status(), 401);
+    let stale = now - 600;
+    let old = post(
+        stale,
+        turnstone_fake_chat::slack_signature(SIGNING, stale, body.as_bytes()),
+    )
+    .await
+    .unwrap();
+    assert_eq!(old.status(), 401, "a replayed (stale) request is refused");
 }

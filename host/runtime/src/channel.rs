@@ -110,9 +110,11 @@ impl ChannelLink {
         self.stop_token().cancel();
     }
 
-    /// Arms a fresh stop token for the next instance.
-    pub fn rearm(&self) {
-        *self.stop.lock().unwrap_or_else(|p| p.into_inner()) = CancellationToken::new();
+    /// Arms a fresh stop token for the next instance, cancelled with
+    /// `parent` too (so a supervisor's shutdown can never be lost between
+    /// two instances).
+    pub fn rearm(&self, parent: &CancellationToken) {
+        *self.stop.lock().unwrap_or_else(|p| p.into_inner()) = parent.child_token();
     }
 
     pub(crate) fn complete(&self, id: u64, outcome: Result<CommandResult, String>) {

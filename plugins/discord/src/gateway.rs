@@ -9,7 +9,7 @@ use turnstone_plugin_sdk::describe_denial;
 use turnstone_plugin_sdk::host::{Level, log};
 
 /// The first reconnect delay.
-const BACKOFF_START_MS: u64 = 500;
+const BACKOFF_START_MS: u64 = 100;
 /// The longest reconnect delay.
 const BACKOFF_MAX_MS: u64 = 30_000;
 /// How long a fresh connection may take to say HELLO.

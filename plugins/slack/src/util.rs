@@ -52,11 +52,11 @@ impl Dedupe {
 }
 
 /// The first reconnect delay.
-pub const BACKOFF_START_MS: u64 = 500;
+pub const BACKOFF_START_MS: u64 = 100;
 /// The longest reconnect delay.
 pub const BACKOFF_MAX_MS: u64 = 30_000;
 
-/// Reconnect delays: 0.5 s doubling to 30 s, reset after a `hello`.
+/// Reconnect delays: 0.1 s doubling to 30 s, reset after a `hello`.
 #[derive(Debug, Clone)]
 pub struct Backoff {
     next_ms: u64,
@@ -178,13 +178,15 @@ mod tests {
     #[test]
     fn backoff_doubles_to_thirty_seconds_and_resets() {
         let mut b = Backoff::new();
-        let delays: Vec<u64> = (0..9).map(|_| b.next_delay()).collect();
+        let delays: Vec<u64> = (0..11).map(|_| b.next_delay()).collect();
         assert_eq!(
             delays,
-            vec![500, 1000, 2000, 4000, 8000, 16000, 30000, 30000, 30000]
+            vec![
+                100, 200, 400, 800, 1600, 3200, 6400, 12800, 25600, 30000, 30000
+            ]
         );
         b.reset();
-        assert_eq!(b.next_delay(), 500);
+        assert_eq!(b.next_delay(), 100);
     }
 
     #[test]

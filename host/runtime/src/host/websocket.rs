@@ -25,12 +25,18 @@ pub const FRAME_HEADER: &str = "ws-frame";
 const MAX_MESSAGE: usize = 16 << 20;
 /// TCP connect and upgrade, each.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+/// Longest single `receive` (the guest asks again to wait longer).
+const MAX_RECEIVE_WAIT: Duration = Duration::from_secs(60);
+/// A frame the peer does not take within this ends the connection.
+const SEND_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// An open connection, owned by the plugin's resource table.
 pub struct WsConnection {
     stream: Option<WebSocketStream<Box<dyn AsyncStream>>>,
     host: String,
     port: u16,
+    /// Allowed only by `<public>`: no secrets go in its frames.
+    public_only: bool,
 }
 
 impl WsConnection {
@@ -85,7 +91,15 @@ impl WsConnection {
         let Some(stream) = self.stream.as_mut() else {
             return Err(WsError::Closed(None));
         };
-        match stream.send(msg).await {
+        let sent = match tokio::time::timeout(SEND_TIMEOUT, stream.send(msg)).await {
+            Ok(r) => r,
+            Err(_) => {
+                // The peer stopped reading: the connection is useless.
+                self.stream = None;
+                return Err(WsError::Closed(None));
+            }
+        };
+        match sent {
             Ok(()) => Ok(()),
             Err(e) => {
                 self.stream = None;
@@ -156,6 +170,12 @@ impl HostState {
         for (name, value) in headers {
             let header = http::HeaderName::from_bytes(name.as_bytes())
                 .map_err(|_| WsError::ConnectFailed(format!("bad header name {name:?}")))?;
+            // The pseudo-header that binds secrets to frames is not a header.
+            if header.as_str() == FRAME_HEADER {
+                return Err(WsError::ConnectFailed(format!(
+                    "{FRAME_HEADER} is reserved and cannot be sent as a header"
+                )));
+            }
             if access == HttpAccess::PublicOnly && value.contains(SECRET_PREFIX) {
                 let reason = format!(
                     "a secret is sent only to a host granted by name; {target} is allowed only as a public host"
@@ -188,11 +208,13 @@ impl HostState {
                 Ok(a) => a,
                 Err(e) => return Err(self.ws_denial(&target, e.to_string())),
             },
-            HttpAccess::Granted => tokio::net::lookup_host((host.as_str(), port))
-                .await
-                .map_err(|e| WsError::ConnectFailed(format!("{host}: {e}")))?
-                .next()
-                .ok_or_else(|| WsError::ConnectFailed(format!("{host}: no address")))?,
+            HttpAccess::Granted => {
+                tokio::net::lookup_host((host.trim_start_matches('[').trim_end_matches(']'), port))
+                    .await
+                    .map_err(|e| WsError::ConnectFailed(format!("{host}: {e}")))?
+                    .next()
+                    .ok_or_else(|| WsError::ConnectFailed(format!("{host}: no address")))?
+            }
         };
         self.audit.host(target.clone(), "WEBSOCKET".into(), None);
         for name in &used {
@@ -230,6 +252,7 @@ impl HostState {
             stream: Some(stream),
             host,
             port,
+            public_only: access == HttpAccess::PublicOnly,
         })
     }
 }
@@ -253,10 +276,16 @@ impl wit::HostConnection for HostState {
         conn: Resource<WsConnection>,
         text: String,
     ) -> wasmtime::Result<Result<(), WsError>> {
-        let (host, port) = {
+        let (host, port, public_only) = {
             let c = self.table().get(&conn)?;
-            (c.host.clone(), c.port)
+            (c.host.clone(), c.port, c.public_only)
         };
+        if public_only && text.contains(SECRET_PREFIX) {
+            let reason = format!(
+                "a secret is sent only to a host granted by name; {host}:{port} is allowed only as a public host"
+            );
+            return Ok(Err(self.ws_denial(&format!("{host}:{port}"), reason)));
+        }
         let text = if text.contains(SECRET_PREFIX) {
             let to = Destination {
                 header: FRAME_HEADER,
@@ -301,8 +330,8 @@ impl wit::HostConnection for HostState {
         timeout_ms: u32,
     ) -> wasmtime::Result<Result<Option<Message>, WsError>> {
         let c = self.table().get_mut(&conn)?;
-        match tokio::time::timeout(Duration::from_millis(timeout_ms.into()), c.next_message()).await
-        {
+        let wait = Duration::from_millis(timeout_ms.into()).min(MAX_RECEIVE_WAIT);
+        match tokio::time::timeout(wait, c.next_message()).await {
             Err(_) => Ok(Ok(None)),
             Ok(r) => Ok(r.map(Some)),
         }

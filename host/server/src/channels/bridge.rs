@@ -29,11 +29,11 @@ pub const UNLINKED_REPLY: &str = "I don't know who you are on Turnstone yet, so 
 Sign in to Turnstone, create a link code (web UI: account menu → \"Link chat account\", or \
 `turnstone channels link-code`), then send me `link <code>`.";
 
-/// The platform name a plugin serves (its plugin name until it says).
-fn platform(hub: &ChannelHub, plugin: &str) -> String {
-    hub.info(plugin)
-        .map(|i| i.platform)
-        .unwrap_or_else(|| plugin.to_string())
+/// The namespace of a plugin's user links: the plugin's own name, which is
+/// unique on a node (the platform an adapter claims is only displayed, so a
+/// third-party plugin saying "discord" cannot act as linked Discord users).
+fn platform(_hub: &ChannelHub, plugin: &str) -> String {
+    plugin.to_string()
 }
 
 /// Hashes a link code as stored (case and dashes do not matter).
@@ -46,20 +46,17 @@ pub fn link_code_hash(code: &str) -> String {
     hex::encode(sha2::Sha256::digest(norm.as_bytes()))
 }
 
-/// A fresh code: 8 characters without look-alikes, shown as `XXXX-XXXX`.
-pub fn new_link_code() -> String {
+/// A fresh code: 8 characters without look-alikes, shown as `XXXX-XXXX`
+/// (32 symbols, so the modulo is unbiased); `None` without randomness.
+pub fn new_link_code() -> Option<String> {
     const ALPHABET: &[u8] = b"ABCDEFGHJKLMNPQRSTUVWXYZ23456789";
     let mut bytes = [0u8; 8];
-    // getrandom failing leaves zeros; the code is still single-use and short-lived,
-    // but that would be a broken host, so say so loudly.
-    if getrandom::fill(&mut bytes).is_err() {
-        tracing::error!("no randomness for a link code");
-    }
+    getrandom::fill(&mut bytes).ok()?;
     let s: String = bytes
         .iter()
         .map(|b| ALPHABET[(*b as usize) % ALPHABET.len()] as char)
         .collect();
-    format!("{}-{}", &s[..4], &s[4..])
+    Some(format!("{}-{}", &s[..4], &s[4..]))
 }
 
 /// `link ABCD-EFGH` (optionally `/link` or `!link`) → the code.
@@ -165,6 +162,17 @@ async fn on_message(hub: &Arc<ChannelHub>, plugin: &str, m: InboundMessage) -> R
         reply(hub, plugin, &conv, Some(&m.message_id), UNLINKED_REPLY).await;
         return Ok(());
     };
+    if perms.is_empty() {
+        reply(
+            hub,
+            plugin,
+            &conv,
+            Some(&m.message_id),
+            "Your Turnstone role is read-only; it cannot send messages to workstreams.",
+        )
+        .await;
+        return Ok(());
+    }
     for s in &m.skipped_attachments {
         reply(
             hub,
@@ -177,7 +185,12 @@ async fn on_message(hub: &Arc<ChannelHub>, plugin: &str, m: InboundMessage) -> R
     }
     // One conversation at a time decides its route (two quick messages in a
     // new conversation must not make two workstreams).
-    let _routing = hub_routing_lock(hub).await;
+    let lock = hub.conversation_lock(&format!(
+        "{plugin}\u{0}{}\u{0}{}",
+        conv.channel_id,
+        thread_key(&conv)
+    ));
+    let _routing = lock.lock().await;
     let route = db
         .channel_route(plugin, &conv.channel_id, &thread_key(&conv))
         .await
@@ -460,10 +473,6 @@ async fn on_action(hub: &Arc<ChannelHub>, plugin: &str, a: ApprovalAction) -> Re
     Ok(())
 }
 
-async fn hub_routing_lock(hub: &ChannelHub) -> tokio::sync::MutexGuard<'_, ()> {
-    hub.routing.lock().await
-}
-
 /// An `AppState` for the route helpers the bridge shares (attachments,
 /// sends); they only use its storage.
 fn hub_state(hub: &ChannelHub) -> crate::http::AppState {
@@ -488,7 +497,7 @@ mod tests {
     fn codes_hash_the_same_whatever_the_case_or_dash() {
         assert_eq!(link_code_hash("abcd-efgh"), link_code_hash("ABCDEFGH"));
         assert_ne!(link_code_hash("ABCDEFGH"), link_code_hash("ABCDEFGJ"));
-        let code = new_link_code();
+        let code = new_link_code().unwrap();
         assert_eq!(code.len(), 9);
         assert_eq!(&code[4..5], "-");
         assert!(code.chars().all(|c| c == '-'

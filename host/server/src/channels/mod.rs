@@ -110,8 +110,13 @@ pub struct ChannelHub {
     adapters: Mutex<HashMap<String, Arc<Adapter>>>,
     /// Workstreams whose replies are being relayed, by ws id.
     pub(crate) relays: Mutex<HashMap<String, Arc<relay::Relay>>>,
-    /// Serialises route decisions.
-    pub(crate) routing: tokio::sync::Mutex<()>,
+    /// Serialises route decisions per conversation.
+    routing: Mutex<HashMap<String, std::sync::Weak<tokio::sync::Mutex<()>>>>,
+    /// Inbound events being handled (beyond this, new ones are dropped:
+    /// a platform-side flood must not grow the host without bound).
+    pub(crate) inbound: Arc<tokio::sync::Semaphore>,
+    /// Webhook requests in flight (beyond this, 503 at once).
+    webhooks: Arc<tokio::sync::Semaphore>,
     /// What the shared route helpers (attachments, sends) need.
     pub(crate) state: crate::http::AppState,
     me: Weak<ChannelHub>,
@@ -123,13 +128,27 @@ struct HubSink {
     plugin: String,
 }
 
+/// Inbound events handled at once, per node.
+const MAX_INBOUND: usize = 64;
+/// Webhook requests in flight, per node.
+const MAX_WEBHOOKS: usize = 16;
+/// How long a webhook caller waits for the adapter.
+const WEBHOOK_TIMEOUT: Duration = Duration::from_secs(10);
+
 impl ChannelSink for HubSink {
     fn inbound(&self, event: Inbound) {
         let Some(hub) = self.hub.upgrade() else {
             return;
         };
+        let Ok(permit) = hub.inbound.clone().try_acquire_owned() else {
+            tracing::warn!(plugin = %self.plugin, "too many inbound chat events in flight; one was dropped");
+            return;
+        };
         let plugin = self.plugin.clone();
-        tokio::spawn(async move { bridge::handle(hub, plugin, event).await });
+        tokio::spawn(async move {
+            bridge::handle(hub, plugin, event).await;
+            drop(permit);
+        });
     }
 
     fn state(&self, state: LinkState, detail: &str) {
@@ -159,7 +178,9 @@ impl ChannelHub {
     ) -> Arc<Self> {
         Arc::new_cyclic(|me| Self {
             mgr,
-            routing: tokio::sync::Mutex::new(()),
+            routing: Mutex::new(HashMap::new()),
+            inbound: Arc::new(tokio::sync::Semaphore::new(MAX_INBOUND)),
+            webhooks: Arc::new(tokio::sync::Semaphore::new(MAX_WEBHOOKS)),
             state,
             settings,
             live,
@@ -212,6 +233,32 @@ impl ChannelHub {
             return Err(ChannelError::Gone);
         };
         a.link.command(command, self.settings.command_timeout).await
+    }
+
+    /// Hands a webhook request to `plugin`'s adapter: at most a few at once
+    /// per node (`None`: too many in flight), each waiting briefly.
+    pub async fn webhook(
+        &self,
+        plugin: &str,
+        command: Command,
+    ) -> Option<Result<CommandResult, ChannelError>> {
+        let _permit = self.webhooks.clone().try_acquire_owned().ok()?;
+        let Some(a) = self.adapter(plugin) else {
+            return Some(Err(ChannelError::Gone));
+        };
+        Some(a.link.command(command, WEBHOOK_TIMEOUT).await)
+    }
+
+    /// The lock that serialises routing decisions for one conversation.
+    pub(crate) fn conversation_lock(&self, key: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut map = lock(&self.routing);
+        if let Some(l) = map.get(key).and_then(std::sync::Weak::upgrade) {
+            return l;
+        }
+        map.retain(|_, w| w.strong_count() > 0);
+        let l = Arc::new(tokio::sync::Mutex::new(()));
+        map.insert(key.to_string(), Arc::downgrade(&l));
+        l
     }
 
     /// Follows the plugin registry until `stop`: starts a supervisor for
@@ -299,7 +346,7 @@ async fn supervise(a: Arc<Adapter>, settings: ChannelSettings) {
         if a.done.is_cancelled() {
             break;
         }
-        a.link.rearm();
+        a.link.rearm(&a.done);
         a.swap.store(false, std::sync::atomic::Ordering::Release);
         let plugin = lock(&a.plugin).clone();
         match plugin.channel_info().await {

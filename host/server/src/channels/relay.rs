@@ -226,7 +226,7 @@ impl State {
                     .filter_map(|i| i.preview.clone())
                     .collect::<Vec<_>>()
                     .join("\n");
-                for i in &req.items {
+                for i in req.items.iter().filter(|i| i.needs_approval) {
                     self.calls.insert(i.call_id.clone(), req.cycle_id.clone());
                 }
                 let cmd = Command::Prompt(ApprovalPrompt {
@@ -241,6 +241,10 @@ impl State {
                 }
             }
             Event::ApprovalResolved(r) => {
+                if !r.approved {
+                    // Denied calls report a result too; it is not an output.
+                    self.calls.retain(|_, c| c != &r.cycle_id);
+                }
                 let text = if !r.approved {
                     match &r.feedback {
                         Some(f) => format!("❌ Denied — feedback: {f}"),

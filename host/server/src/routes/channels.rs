@@ -27,8 +27,15 @@ pub(crate) async fn webhook(
     if !hub.statuses().contains_key(&plugin) {
         return (StatusCode::NOT_FOUND, "no such channel plugin runs here").into_response();
     }
+    // The caller's credentials for us are not the plugin's business.
     let headers = headers
         .iter()
+        .filter(|(k, _)| {
+            !matches!(
+                k.as_str(),
+                "cookie" | "authorization" | "proxy-authorization" | "x-api-key"
+            )
+        })
         .filter_map(|(k, v)| {
             Some((
                 k.as_str().to_ascii_lowercase(),
@@ -40,15 +47,36 @@ pub(crate) async fn webhook(
         headers,
         body: body.to_vec(),
     });
-    match hub.command(&plugin, cmd).await {
+    let Some(answer) = hub.webhook(&plugin, cmd).await else {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too many webhook requests in flight",
+        )
+            .into_response();
+    };
+    match answer {
         Ok(CommandResult::Webhook(r)) => {
             let status = StatusCode::from_u16(r.status).unwrap_or(StatusCode::BAD_GATEWAY);
-            let ctype = if r.content_type.is_empty() {
-                "text/plain".to_string()
+            // A plugin's answer is served on our origin: JSON or plain text
+            // only, never a page a browser would render.
+            let ctype = if r.content_type.starts_with("application/json") {
+                "application/json"
             } else {
-                r.content_type
+                "text/plain; charset=utf-8"
             };
-            (status, [(axum::http::header::CONTENT_TYPE, ctype)], r.body).into_response()
+            (
+                status,
+                [
+                    (axum::http::header::CONTENT_TYPE, ctype),
+                    (axum::http::header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+                    (
+                        axum::http::header::CONTENT_SECURITY_POLICY,
+                        "sandbox; default-src 'none'",
+                    ),
+                ],
+                r.body,
+            )
+                .into_response()
         }
         Ok(_) => (
             StatusCode::BAD_GATEWAY,
@@ -77,7 +105,9 @@ pub(crate) async fn link_code(
     Extension(id): Extension<Identity>,
 ) -> Result<Json<LinkCode>, crate::http::ApiError> {
     node(&state)?;
-    let code = new_link_code();
+    let code = new_link_code().ok_or_else(|| {
+        crate::http::ApiError::Unavailable("no randomness for a link code".into())
+    })?;
     let expires = turnstone_storage::util::format_ts(std::time::SystemTime::now() + LINK_CODE_TTL);
     state
         .db
