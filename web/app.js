@@ -87,6 +87,14 @@ async function startApp() {
   $("#who").textContent = state.me.display_name || state.me.username;
   $("#logout").onclick = async () => { await api("POST", "/api/auth/logout"); location.reload(); };
   $("#new-ws").onclick = () => newWorkstream();
+  $("#link-chat").onclick = async () => {
+    try {
+      const r = await api("POST", "/api/channels/link-code");
+      alert(`${r.instructions}\n\nCode: ${r.code}`);
+    } catch (e) {
+      alert(`No link code: ${e.message || e}`);
+    }
+  };
   $("#split").onclick = () => splitPane();
   $("#theme").onclick = () => applyTheme(document.documentElement.dataset.theme === "dark" ? "light" : "dark");
   document.addEventListener("keydown", onGlobalKey);

@@ -94,6 +94,15 @@ function renderPluginTable() {
     badge.className = "badge " + p.state;
     badge.textContent = p.state.replace("_", " ");
     state.append(badge);
+    if (p.channel) {
+      // A channel adapter's platform link on this node.
+      const link = document.createElement("span");
+      link.className = "badge channel-link " + p.channel.state;
+      link.textContent = p.channel.state;
+      link.title = `${p.channel.platform || p.name}: ${p.channel.detail || p.channel.state}` +
+        (p.channel.restarts ? ` · ${p.channel.restarts} restarts` : "");
+      state.append(" ", link);
+    }
     const en = document.createElement("td");
     const box = document.createElement("input");
     box.type = "checkbox";
@@ -145,6 +154,14 @@ function renderDetail(p, review) {
       ` · resources: ${p.mcp.resources.length} · prompts: ${p.mcp.prompts.length} · breaker openings: ${p.mcp.breaker_openings}` +
       (p.mcp.retry_in_secs != null ? ` · probe in ${p.mcp.retry_in_secs}s` : "");
     el.append(m);
+  }
+  if (p.channel) {
+    const c = document.createElement("p");
+    c.className = "muted channel-detail";
+    c.textContent = `Channel ${p.channel.platform || p.name}: ${p.channel.state}` +
+      (p.channel.detail ? ` · ${p.channel.detail}` : "") +
+      ` · restarts: ${p.channel.restarts} · for ${p.channel.since_secs}s`;
+    el.append(c);
   }
   if (p.last_error) {
     const err = document.createElement("p");

@@ -26,8 +26,8 @@ pub const LINK_CODE_TTL: std::time::Duration = std::time::Duration::from_secs(10
 
 /// What an unlinked user is told.
 pub const UNLINKED_REPLY: &str = "I don't know who you are on Turnstone yet, so I can't act for you. \
-Sign in to Turnstone, create a link code (web UI: account menu → \"Link chat account\", or \
-`turnstone channels link-code`), then send me `link <code>`.";
+Sign in to Turnstone and press \"Link chat account\" (or call `POST /v1/api/channels/link-code`), \
+then send me `link <code>`.";
 
 /// The namespace of a plugin's user links: the plugin's own name, which is
 /// unique on a node (the platform an adapter claims is only displayed, so a
