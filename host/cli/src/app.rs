@@ -438,6 +438,7 @@ impl App {
                 watch_wake: Some(self.watch_wake.clone()),
                 notify_after: self.loaded.config.notify.after(),
                 preview_dir: Some(preview_dir()),
+                channels: None,
             });
         Ok(if resume { s.resume().await? } else { s })
     }

@@ -137,32 +137,37 @@ pub async fn run(
     )
     .await;
     let watch_wake = app.watch_wake.clone();
-    let mgr = Manager::new(
-        Deps {
-            db: app.storage.clone(),
-            registry: app.loaded.live.clone(),
-            models: app.models.clone(),
-            workspace: app.loaded.workspace.clone(),
-            skip_permissions: app.flags.skip_permissions,
-            tool_truncation: app.flags.tool_truncation,
-            node_id: node_id.clone(),
-            event_log: app.event_log.clone(),
-            mcp: Some(app.loaded.mcp.clone()),
-            tool_search: app.loaded.tool_search,
-            mcp_serve_allow: app.loaded.config.mcp.serve.allow.clone(),
-            skills: Some(app.skills.clone()),
-            titles: turnstone_server::manager::Titles {
-                enabled: app.loaded.config.titles.enabled,
-                model: app.loaded.config.titles.model.clone(),
+    let delivery = Arc::new(turnstone_server::channels::LateDelivery::default());
+    let mgr =
+        Manager::new(
+            Deps {
+                db: app.storage.clone(),
+                registry: app.loaded.live.clone(),
+                models: app.models.clone(),
+                workspace: app.loaded.workspace.clone(),
+                skip_permissions: app.flags.skip_permissions,
+                tool_truncation: app.flags.tool_truncation,
+                node_id: node_id.clone(),
+                event_log: app.event_log.clone(),
+                mcp: Some(app.loaded.mcp.clone()),
+                tool_search: app.loaded.tool_search,
+                mcp_serve_allow: app.loaded.config.mcp.serve.allow.clone(),
+                skills: Some(app.skills.clone()),
+                titles: turnstone_server::manager::Titles {
+                    enabled: app.loaded.config.titles.enabled,
+                    model: app.loaded.config.titles.model.clone(),
+                },
+                task_budget: app.task_budget,
+                watch_wake: Some(watch_wake.clone()),
+                notify_after: app.loaded.config.notify.after(),
+                safety: app.safety.clone(),
+                channels: app.loaded.config.channels.enabled.then(|| {
+                    delivery.clone() as Arc<dyn turnstone_engine::session::ChannelDelivery>
+                }),
             },
-            task_budget: app.task_budget,
-            watch_wake: Some(watch_wake.clone()),
-            notify_after: app.loaded.config.notify.after(),
-            safety: app.safety.clone(),
-        },
-        limits,
-        metrics.clone(),
-    );
+            limits,
+            metrics.clone(),
+        );
     let loopback = host == "localhost"
         || host
             .parse::<std::net::IpAddr>()
@@ -215,6 +220,7 @@ pub async fn run(
             },
         );
         plugins.set_channels(&hub);
+        delivery.attach(&hub);
         tokio::spawn(hub.clone().run(shutdown.clone()));
         hub
     });

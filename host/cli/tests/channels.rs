@@ -127,6 +127,12 @@ async fn discord_messages_become_workstreams_with_streamed_replies_approvals_and
             )),
             sse(openai::text(&["OK, I will use ls instead."])),
             sse(openai::text(&["Still here after the drop."])),
+            sse(openai::tool_call(
+                "n1",
+                "notify",
+                &[r#"{"message": "Job done", "title": "Build", "target": "team"}"#],
+            )),
+            sse(openai::text(&["Notified the team."])),
         ],
     )
     .await;
@@ -368,6 +374,36 @@ async fn discord_messages_become_workstreams_with_streamed_replies_approvals_and
         Some(1),
         "one workstream throughout: {list}"
     );
+
+    // The notify tool delivers to a channel target through the adapter.
+    let (s, v) = srv
+        .call(
+            "POST",
+            "/v1/api/notify-targets",
+            Some(&admin),
+            Some(json!({"kind": "channel", "name": "team", "channel_type": "discord", "channel_id": "c1"})),
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+    fake.message_create(MessageSpec::thread(
+        &thread,
+        "g1",
+        "u1",
+        "alice",
+        "tell the team",
+    ));
+    rest(&fake, "the notification in c1", |c| {
+        c.method == "POST"
+            && c.path == "/channels/c1/messages"
+            && c.body["content"] == "**Build**\nJob done"
+    })
+    .await;
+    until("the answer after notifying", || {
+        texts(&fake, &thread)
+            .iter()
+            .any(|t| t == "Notified the team.")
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

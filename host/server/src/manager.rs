@@ -74,6 +74,8 @@ pub struct Deps {
     pub watch_wake: Option<Arc<tokio::sync::Notify>>,
     /// Policies, guards and the audit of decisions.
     pub safety: Arc<turnstone_engine::safety::Safety>,
+    /// Delivers notifications to chat channel targets (none: channels off).
+    pub channels: Option<Arc<dyn turnstone_engine::session::ChannelDelivery>>,
 }
 
 /// `[titles]`: whether new workstreams are named after their first
@@ -442,6 +444,7 @@ impl Manager {
                 notify_after: self.deps.notify_after,
                 // Served at their URL to the browser's pane.
                 preview_dir: None,
+                channels: self.deps.channels.clone(),
             });
         let session = if self.deps.titles.enabled {
             let binding = self.deps.titles.model.as_deref().and_then(|m| {

@@ -46,6 +46,22 @@ pub struct AgentContext {
     /// Where previews are written as files (the terminal, which has no
     /// pane); none: they are served at their URL.
     pub preview_dir: Option<PathBuf>,
+    /// Delivers notifications to chat channel targets (none: no channel
+    /// adapters on this node).
+    pub channels: Option<Arc<dyn ChannelDelivery>>,
+}
+
+/// Posts a notification into a chat channel through the node's channel
+/// adapters (the server's channel hub).
+pub trait ChannelDelivery: Send + Sync {
+    /// Posts `text` to `channel_id` through the adapter `channel_type`
+    /// names; returns how it went (the platform message id).
+    fn deliver(
+        &self,
+        channel_type: String,
+        channel_id: String,
+        text: String,
+    ) -> BoxFuture<'static, Result<String, String>>;
 }
 
 /// One tool batch's view of the session.
@@ -487,12 +503,37 @@ impl SessionHost for SessionAgent {
     fn notify_deliver(
         &self,
         target: String,
-        _notification: turnstone_runtime::host::work::Notification,
+        notification: turnstone_runtime::host::work::Notification,
     ) -> BoxFuture<'static, Result<String, NotifyError>> {
+        let list = self.notify_list();
+        let channels = self.ctx.channels.clone();
         Box::pin(async move {
-            Err(NotifyError::Unavailable(format!(
-                "target {target:?} is a chat channel, and no channel adapter runs on this node yet"
-            )))
+            let Some(channels) = channels else {
+                return Err(NotifyError::Unavailable(format!(
+                    "target {target:?} is a chat channel, and no channel adapter runs on this node"
+                )));
+            };
+            let t = list
+                .await?
+                .into_iter()
+                .find(|t| t.name == target)
+                .ok_or_else(|| {
+                    NotifyError::Unavailable(format!("no notification target named {target:?}"))
+                })?;
+            let (Some(kind), Some(id)) = (t.channel_type, t.channel_id) else {
+                return Err(NotifyError::Unavailable(format!(
+                    "target {target:?} has no channel_type and channel_id"
+                )));
+            };
+            let text = match &notification.title {
+                Some(title) => format!("**{title}**\n{}", notification.message),
+                None => notification.message.clone(),
+            };
+            channels
+                .deliver(kind.clone(), id, text)
+                .await
+                .map(|mid| format!("posted to {kind} as message {mid}"))
+                .map_err(NotifyError::Unavailable)
         })
     }
 

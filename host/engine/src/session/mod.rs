@@ -20,7 +20,7 @@ mod title;
 mod tools;
 mod usage;
 
-pub use agent::{AgentContext, LOCAL_USER, save_skill};
+pub use agent::{AgentContext, ChannelDelivery, LOCAL_USER, save_skill};
 pub use binding::{DEFAULT_CONTEXT_WINDOW, ModelBinding, ReportedCapabilities, ServedWindow};
 pub use edit::{EditError, MODEL_ALIAS_KEY};
 pub use preview::{preview_cap, preview_url};

@@ -25,6 +25,35 @@ use turnstone_runtime::channel::{
 use turnstone_runtime::plugin::LoadedPlugin;
 use turnstone_runtime::registry::PluginStatus;
 
+/// The channel delivery sessions are built with before the hub exists
+/// (the hub needs the manager, the manager's sessions need delivery).
+#[derive(Default)]
+pub struct LateDelivery {
+    hub: std::sync::OnceLock<Weak<ChannelHub>>,
+}
+
+impl LateDelivery {
+    /// Points delivery at `hub`.
+    pub fn attach(&self, hub: &Arc<ChannelHub>) {
+        let _ = self.hub.set(Arc::downgrade(hub));
+    }
+}
+
+impl turnstone_engine::session::ChannelDelivery for LateDelivery {
+    fn deliver(
+        &self,
+        channel_type: String,
+        channel_id: String,
+        text: String,
+    ) -> futures::future::BoxFuture<'static, Result<String, String>> {
+        let hub = self.hub.get().and_then(Weak::upgrade);
+        Box::pin(async move {
+            let hub = hub.ok_or_else(|| "no channel adapters run on this node".to_string())?;
+            hub.notify(&channel_type, &channel_id, &text).await
+        })
+    }
+}
+
 /// `[channels]` settings.
 #[derive(Debug, Clone)]
 pub struct ChannelSettings {
@@ -233,6 +262,41 @@ impl ChannelHub {
             return Err(ChannelError::Gone);
         };
         a.link.command(command, self.settings.command_timeout).await
+    }
+
+    /// Posts a notification into `channel_id` through the adapter named
+    /// `channel_type` (the plugin name, as in user links); long text is cut
+    /// to the platform's limit.
+    pub async fn notify(
+        &self,
+        channel_type: &str,
+        channel_id: &str,
+        text: &str,
+    ) -> Result<String, String> {
+        if self.adapter(channel_type).is_none() {
+            return Err(format!(
+                "no channel adapter named {channel_type:?} runs on this node"
+            ));
+        }
+        let max = self
+            .info(channel_type)
+            .map_or(2000, |i| i.max_message_chars as usize);
+        let text: String = text.chars().take(max).collect();
+        let cmd = Command::Post(turnstone_runtime::channel::Post {
+            conversation: turnstone_runtime::channel::Conversation {
+                channel_id: channel_id.to_string(),
+                thread_id: None,
+                direct: false,
+            },
+            text,
+            reply_to: None,
+            start_thread: None,
+        });
+        match self.command(channel_type, cmd).await {
+            Ok(CommandResult::Posted(p)) => Ok(p.message_id),
+            Ok(_) => Ok(String::new()),
+            Err(e) => Err(e.to_string()),
+        }
     }
 
     /// Hands a webhook request to `plugin`'s adapter: at most a few at once
