@@ -384,7 +384,7 @@ async fn discord_messages_become_workstreams_with_streamed_replies_approvals_and
             Some(json!({"kind": "channel", "name": "team", "channel_type": "discord", "channel_id": "c1"})),
         )
         .await;
-    assert_eq!(s, 200, "{v}");
+    assert_eq!(s, 201, "{v}");
     fake.message_create(MessageSpec::thread(
         &thread,
         "g1",
@@ -753,4 +753,64 @@ edit_interval_ms = 200
     .await
     .unwrap();
     assert_eq!(old.status(), 401, "a replayed (stale) request is refused");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn disabling_the_adapter_disconnects_it_and_a_reload_swaps_and_reconnects() {
+    let fake = FakeDiscord::start(TOKEN).await;
+    let srv = server(&fake, "127.0.0.1", vec![]).await;
+    let admin = srv.setup_admin().await;
+    srv.wait_plugin(&admin, "discord", 60, |v| {
+        v["channel"]["state"] == "connected"
+    })
+    .await;
+    until("one gateway connection", || fake.connected()).await;
+    let connections = fake.connection_count();
+
+    // Reload: the running instance is drained and a new one connects.
+    let (s, v) = srv
+        .call(
+            "POST",
+            "/v1/api/admin/plugins/discord/reload",
+            Some(&admin),
+            None,
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+    until("a new gateway connection", || {
+        fake.connection_count() > connections && fake.connected()
+    })
+    .await;
+    srv.wait_plugin(&admin, "discord", 60, |v| {
+        v["channel"]["state"] == "connected"
+    })
+    .await;
+    assert!(
+        fake.client_closes().iter().any(|(code, _)| *code == 1000),
+        "the old instance closed its socket: {:?}",
+        fake.client_closes()
+    );
+
+    // Disable: the adapter disconnects and is no longer supervised.
+    let (s, v) = srv
+        .call(
+            "POST",
+            "/v1/api/admin/plugins/discord/disable",
+            Some(&admin),
+            None,
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+    until("the gateway disconnected", || !fake.connected()).await;
+    let view = srv
+        .wait_plugin(&admin, "discord", 30, |v| v["channel"].is_null())
+        .await;
+    assert_eq!(view["state"], "disabled", "{view}");
+    let quiet = fake.connection_count();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        fake.connection_count(),
+        quiet,
+        "a disabled adapter stays away"
+    );
 }
