@@ -153,6 +153,8 @@ pub struct ChannelsConfig {
     /// Longest restart delay of a failing adapter in seconds (default 60;
     /// delays start at 1 s and double).
     pub restart_backoff_max_secs: u64,
+    /// `[[channels.routes]]`: per-channel routing rules, first match wins.
+    pub routes: Vec<turnstone_server::channels::RoutingRule>,
 }
 
 impl Default for ChannelsConfig {
@@ -162,6 +164,7 @@ impl Default for ChannelsConfig {
             edit_interval_ms: 1000,
             max_attachment_bytes: 8 << 20,
             restart_backoff_max_secs: 60,
+            routes: Vec::new(),
         }
     }
 }

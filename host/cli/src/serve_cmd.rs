@@ -207,6 +207,7 @@ pub async fn run(
                 edit_interval: Duration::from_millis(channels_cfg.edit_interval_ms.max(100)),
                 max_attachment_bytes: channels_cfg.max_attachment_bytes,
                 backoff_max: Duration::from_secs(channels_cfg.restart_backoff_max_secs.max(1)),
+                routes: channels_cfg.routes.clone(),
                 ..Default::default()
             },
             AppState {

@@ -35,6 +35,13 @@ secrets = [{{ name = "DISCORD_BOT_TOKEN", hosts = ["{rest_host}:{port}"], header
 [channels]
 edit_interval_ms = 200
 restart_backoff_max_secs = 2
+[[channels.routes]]
+channel = "c2"
+mode = "channel"
+[[channels.routes]]
+plugin = "discord"
+channel = "c3"
+mode = "ignore"
 "#
     );
     Server::start_with(
@@ -133,6 +140,8 @@ async fn discord_messages_become_workstreams_with_streamed_replies_approvals_and
                 &[r#"{"message": "Job done", "title": "Build", "target": "team"}"#],
             )),
             sse(openai::text(&["Notified the team."])),
+            sse(openai::text(&["Channel reply one."])),
+            sse(openai::text(&["Channel reply two."])),
         ],
     )
     .await;
@@ -404,6 +413,48 @@ async fn discord_messages_become_workstreams_with_streamed_replies_approvals_and
             .any(|t| t == "Notified the team.")
     })
     .await;
+
+    // Routing rules: c3 is ignored; c2 is one workstream answered in the
+    // channel itself (no thread).
+    fake.add_channel("c3", 0, Some("g1"));
+    let mut spec = MessageSpec::guild("c3", "g1", "u1", "alice", &format!("<@{BOT_ID}> hello?"));
+    spec.mentions_bot = true;
+    fake.message_create(spec);
+    fake.add_channel("c2", 0, Some("g1"));
+    for text in ["first", "second"] {
+        let mut spec =
+            MessageSpec::guild("c2", "g1", "u1", "alice", &format!("<@{BOT_ID}> {text}"));
+        spec.mentions_bot = true;
+        fake.message_create(spec);
+        let want = if text == "first" {
+            "Channel reply one."
+        } else {
+            "Channel reply two."
+        };
+        until("the reply in the channel", || {
+            texts(&fake, "c2").iter().any(|t| t == want)
+        })
+        .await;
+    }
+    assert!(
+        !fake
+            .rest_calls()
+            .iter()
+            .any(|c| c.path.contains("/threads") && c.path.starts_with("/channels/c2/")),
+        "no thread in a channel routed as a whole"
+    );
+    assert!(
+        texts(&fake, "c3").is_empty(),
+        "the ignored channel got no answer"
+    );
+    let (_, list) = srv
+        .call("GET", "/v1/api/workstreams", Some(&admin), None)
+        .await;
+    assert_eq!(
+        list["workstreams"].as_array().map(Vec::len),
+        Some(2),
+        "the thread's and c2's: {list}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,8 +8,8 @@
 //! message that starts a thread) maps to one workstream through
 //! `channel_routes`; only its owner may talk to it or answer its prompts.
 
-use super::ChannelHub;
 use super::relay::{self, Target};
+use super::{ChannelHub, RouteMode, RoutingRule};
 use crate::auth::role_permissions;
 use crate::manager::CreateOptions;
 use sha2::Digest;
@@ -155,6 +155,10 @@ async fn on_message(hub: &Arc<ChannelHub>, plugin: &str, m: InboundMessage) -> R
         reply(hub, plugin, &conv, Some(&m.message_id), &text).await;
         return Ok(());
     }
+    let rule = hub.settings.rule_for(plugin, &conv.channel_id).cloned();
+    if !conv.direct && rule.as_ref().is_some_and(|r| r.mode == RouteMode::Ignore) {
+        return Ok(());
+    }
     let Some((user, perms)) = linked_user(hub, &platform, &m.user_id)
         .await
         .map_err(|e| e.to_string())?
@@ -212,14 +216,11 @@ async fn on_message(hub: &Arc<ChannelHub>, plugin: &str, m: InboundMessage) -> R
                 },
             ),
             // Deleted or unloadable: the conversation starts a new one.
-            _ => new_workstream(hub, plugin, &m, &user, &perms).await?,
+            _ => new_workstream(hub, plugin, &m, &user, &perms, rule.as_ref()).await?,
         },
-        None if conv.thread_id.is_some() && !conv.direct => {
-            // A thread nobody routed (someone else's, or started by hand):
-            // answer only when spoken to, and then start a workstream in it.
-            new_workstream(hub, plugin, &m, &user, &perms).await?
-        }
-        None => new_workstream(hub, plugin, &m, &user, &perms).await?,
+        // A thread nobody routed (someone else's, or started by hand) and
+        // every other new conversation start a workstream.
+        None => new_workstream(hub, plugin, &m, &user, &perms, rule.as_ref()).await?,
     };
     drop(_routing);
     relay::ensure(hub, &ws, target.clone());
@@ -319,6 +320,7 @@ async fn new_workstream(
     m: &InboundMessage,
     user: &User,
     perms: &[&'static str],
+    rule: Option<&RoutingRule>,
 ) -> Result<(Arc<crate::workstream::Workstream>, Target), String> {
     if !perms.contains(&"workstreams.create") {
         reply(
@@ -350,6 +352,7 @@ async fn new_workstream(
             Some(&user.user_id),
             CreateOptions {
                 name: Some(name.clone()),
+                model: rule.and_then(|r| r.model.clone()),
                 ..Default::default()
             },
         )
@@ -362,8 +365,9 @@ async fn new_workstream(
         placeholder: None,
     };
     // A message in a channel (not a DM, not a thread) starts a thread: one
-    // thread per workstream.
-    if !m.conversation.direct && m.conversation.thread_id.is_none() {
+    // thread per workstream, unless the channel is routed as a whole.
+    let whole_channel = rule.is_some_and(|r| r.mode == RouteMode::Channel);
+    if !m.conversation.direct && m.conversation.thread_id.is_none() && !whole_channel {
         let cmd = Command::Post(Post {
             conversation: m.conversation.clone(),
             text: "⏳ Working on it…".into(),

@@ -67,6 +67,49 @@ pub struct ChannelSettings {
     pub backoff_max: Duration,
     /// How long a command (post, edit) may wait for the adapter.
     pub command_timeout: Duration,
+    /// `[[channels.routes]]`: per-channel routing, first match wins.
+    pub routes: Vec<RoutingRule>,
+}
+
+/// How messages in a channel are routed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RouteMode {
+    /// Each conversation started in the channel gets its own thread and
+    /// workstream (the default).
+    #[default]
+    Thread,
+    /// The whole channel is one workstream; replies go to the channel.
+    Channel,
+    /// The bot does not answer in the channel.
+    Ignore,
+}
+
+/// One `[[channels.routes]]` rule.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RoutingRule {
+    /// The adapter plugin it applies to (none: every adapter).
+    #[serde(default)]
+    pub plugin: Option<String>,
+    /// The platform channel id, or `*` for every channel.
+    pub channel: String,
+    /// How the channel's messages are routed.
+    #[serde(default)]
+    pub mode: RouteMode,
+    /// The model alias of workstreams the rule starts (none: the default).
+    #[serde(default)]
+    pub model: Option<String>,
+}
+
+impl ChannelSettings {
+    /// The first rule matching `plugin`'s `channel`.
+    pub fn rule_for(&self, plugin: &str, channel: &str) -> Option<&RoutingRule> {
+        self.routes.iter().find(|r| {
+            r.plugin.as_deref().is_none_or(|p| p == plugin)
+                && (r.channel == "*" || r.channel == channel)
+        })
+    }
 }
 
 impl Default for ChannelSettings {
@@ -77,6 +120,7 @@ impl Default for ChannelSettings {
             backoff_min: Duration::from_secs(1),
             backoff_max: Duration::from_secs(60),
             command_timeout: Duration::from_secs(30),
+            routes: Vec::new(),
         }
     }
 }
