@@ -2,38 +2,18 @@
 //! Slack `v0` HMAC-SHA256 (channels-wire.md B6) and Discord Ed25519 (A9).
 
 use ed25519_dalek::{Signer, SigningKey};
-use sha2::{Digest, Sha256};
+use sha2::Sha256;
 
-/// HMAC-SHA256 (RFC 2104) of `msg` under `key`.
-///
-/// Written out over `sha2` 0.10 rather than taken from the `hmac` crate:
-/// the `hmac` in this workspace's lock file (0.13) is built on digest 0.11
-/// and does not accept sha2 0.10's `Sha256`.
+/// HMAC-SHA256 (RFC 2104) of `msg` under `key` (the `hmac` crate over
+/// the workspace's `sha2`).
 pub fn hmac_sha256(key: &[u8], msg: &[u8]) -> [u8; 32] {
-    const BLOCK: usize = 64;
-    let mut k = [0u8; BLOCK];
-    if key.len() > BLOCK {
-        let digest = Sha256::digest(key);
-        k[..32].copy_from_slice(digest.as_slice());
-    } else {
-        k[..key.len()].copy_from_slice(key);
-    }
-    let mut ipad = [0x36u8; BLOCK];
-    let mut opad = [0x5cu8; BLOCK];
-    for ((i, o), k) in ipad.iter_mut().zip(opad.iter_mut()).zip(k) {
-        *i ^= k;
-        *o ^= k;
-    }
-    let mut inner = Sha256::new();
-    inner.update(ipad);
-    inner.update(msg);
-    let inner = inner.finalize();
-    let mut outer = Sha256::new();
-    outer.update(opad);
-    outer.update(inner.as_slice());
-    let mut out = [0u8; 32];
-    out.copy_from_slice(outer.finalize().as_slice());
-    out
+    use hmac::{Mac, digest::KeyInit};
+    // HMAC takes keys of any length; `new_from_slice` cannot fail for it.
+    let Ok(mut mac) = <hmac::Hmac<Sha256> as KeyInit>::new_from_slice(key) else {
+        return [0; 32];
+    };
+    mac.update(msg);
+    mac.finalize().into_bytes().into()
 }
 
 /// Slack's request signature: `"v0=" + hex(HMAC-SHA256(signing_secret,
