@@ -13,6 +13,16 @@ const TOKEN: &str = "discord-test-token";
 
 /// A server whose `discord` plugin talks to `fake` (REST through `rest_host`).
 async fn server(fake: &FakeDiscord, rest_host: &str, script: Vec<Step>) -> Server {
+    server_with(fake, rest_host, script, "").await
+}
+
+/// [`server`] with extra `[plugins.config.discord]` lines.
+async fn server_with(
+    fake: &FakeDiscord,
+    rest_host: &str,
+    script: Vec<Step>,
+    discord_config: &str,
+) -> Server {
     let port = fake
         .api_base()
         .split(':')
@@ -29,6 +39,7 @@ async fn server(fake: &FakeDiscord, rest_host: &str, script: Vec<Step>) -> Serve
 enabled = ["discord"]
 [plugins.config.discord]
 api_base = "{api_base}"
+{discord_config}
 [plugins.grants.discord]
 http = ["{rest_host}:{port}"]
 secrets = [{{ name = "DISCORD_BOT_TOKEN", hosts = ["{rest_host}:{port}"], header = ["authorization", "ws-frame"] }}]
@@ -490,35 +501,11 @@ async fn webhook_with_a_bad_signature_is_rejected_and_a_good_ping_answered() {
     let fake = FakeDiscord::start(TOKEN).await;
     let key = turnstone_fake_chat::discord_test_key();
     let public = turnstone_fake_chat::discord_public_key_hex(&key);
-    let port = fake
-        .api_base()
-        .split(':')
-        .nth(2)
-        .unwrap()
-        .split('/')
-        .next()
-        .unwrap()
-        .to_string();
-    let config = format!(
-        r#"
-[plugins]
-enabled = ["discord"]
-[plugins.config.discord]
-api_base = "http://127.0.0.1:{port}/api/v10"
-public_key = "{public}"
-[plugins.grants.discord]
-http = ["127.0.0.1:{port}"]
-secrets = [{{ name = "DISCORD_BOT_TOKEN", hosts = ["127.0.0.1:{port}"], header = ["authorization", "ws-frame"] }}]
-"#
-    );
-    let srv = Server::start_with(
+    let srv = server_with(
+        &fake,
+        "127.0.0.1",
         vec![],
-        &config,
-        &[],
-        StartOpts {
-            env: vec![("DISCORD_BOT_TOKEN".into(), TOKEN.into())],
-            ..Default::default()
-        },
+        &format!("public_key = \"{public}\""),
     )
     .await;
     let admin = srv.setup_admin().await;
