@@ -1,6 +1,7 @@
 //! Build orchestration for Turnstone: `cargo xtask <command>`.
 //!
-//! - `build`      guest components (installing the wasm32-wasip2 target if missing) + host
+//! - `build`      guest components (installing the wasm32-wasip2 target if missing) + host,
+//!   then `turnstone plugins precompile` (built-ins ship precompiled)
 //! - `run [ARGS]` build (release) and run `turnstone ARGS`
 //! - `test`       build everything, then run every test (host workspace + SDK)
 //! - `lint`       `cargo fmt --check` and clippy on the host and every guest workspace
@@ -192,7 +193,17 @@ fn build(release: bool) -> Result<()> {
     if release {
         cmd.arg("--release");
     }
-    run(&mut cmd)
+    run(&mut cmd)?;
+    // Ship the built-ins precompiled, so a first start with an empty
+    // component cache does not compile them.
+    let target = root().join("target");
+    let bin = target
+        .join(if release { "release" } else { "debug" })
+        .join("turnstone");
+    run(Command::new(bin)
+        .arg("--builtin-dir")
+        .arg(target.join("components"))
+        .args(["plugins", "precompile"]))
 }
 
 fn test(extra: &[String]) -> Result<()> {

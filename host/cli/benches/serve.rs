@@ -3,7 +3,9 @@
 //! cold start to `/health` 200, idle RSS, sequential turn latency (send →
 //! `ws_state` on the SSE stream), N concurrent workstreams each streaming a
 //! 500-token reply (total wall, p50/p99 time to first `content`, peak RSS),
-//! RSS after 160 loaded workstreams, and SSE fan-out events/s.
+//! RSS after 160 loaded workstreams (and how soon it comes back down once
+//! quiet), 1,000 concurrent streaming workstreams (peak RSS, p99 time to
+//! first content), and SSE fan-out events/s.
 //!
 //! Run: `cargo bench -p turnstone --bench serve`.
 
@@ -62,6 +64,55 @@ async fn one_turn(srv: &Server, tok: &str, ws: &str) -> (f64, f64) {
     (ttfc, t.elapsed().as_secs_f64() * 1000.0)
 }
 
+/// `n` workstreams, each with its event stream open and `reply` queued;
+/// then every one sends at once. Returns the workstream ids, the wall time
+/// from the first send to the last `ws_state` (ms), and each turn's time to
+/// first `content` (ms).
+async fn concurrent_turns(
+    srv: &Server,
+    tok: &str,
+    n: usize,
+    reply: &[String],
+) -> (Vec<String>, f64, Vec<f64>) {
+    let mut ids = Vec::new();
+    for _ in 0..n {
+        ids.push(srv.create(tok, json!({})).await);
+        srv.llm.push(sse(reply.to_vec()));
+    }
+    // Streams open first; the clock starts at the first send.
+    let mut streams = Vec::new();
+    for ws in &ids {
+        let mut ev = srv
+            .events(&format!("/v1/api/workstreams/{ws}/events"), tok, None)
+            .await;
+        for _ in 0..3 {
+            ev.next(10).await;
+        }
+        streams.push(ev);
+    }
+    let t = Instant::now();
+    let ttfc = join_all(
+        ids.iter()
+            .zip(streams.iter_mut())
+            .map(|(ws, ev)| async move {
+                let sent = Instant::now();
+                srv.call(
+                    "POST",
+                    &format!("/v1/api/workstreams/{ws}/send"),
+                    Some(tok),
+                    Some(json!({"message": "go"})),
+                )
+                .await;
+                ev.until(120, |f| f.kind() == "content").await;
+                let ttfc = sent.elapsed().as_secs_f64() * 1000.0;
+                ev.turn_end().await;
+                ttfc
+            }),
+    )
+    .await;
+    (ids, t.elapsed().as_secs_f64() * 1000.0, ttfc)
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let args = &["--workstream-idle-timeout", "0", "--max-workstreams", "250"];
@@ -89,6 +140,17 @@ async fn main() {
         pct(&mut starts, 0.9),
         pct(&mut idle_rss, 0.5)
     );
+
+    // Idle: started, set up, then left alone (the server trims its heap
+    // once quiet).
+    let srv = Server::start(vec![], "", args).await;
+    srv.setup_admin().await;
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    println!(
+        "idle RSS 12 s after start: {:.1} MB",
+        status_kb(srv.pid(), "VmRSS:")
+    );
+    drop(srv);
 
     // Sequential turns.
     let srv = Server::start(vec![], "", args).await;
@@ -127,43 +189,7 @@ async fn main() {
         // per workstream): lift the per-address cap that guards real servers.
         let srv = Server::start(vec![], "[server]\nmax_connections_per_ip = 0", args).await;
         let tok = srv.setup_admin().await;
-        let mut ids = Vec::new();
-        for _ in 0..n {
-            ids.push(srv.create(&tok, json!({})).await);
-            srv.llm.push(sse(reply_500()));
-        }
-        // Streams open first; the clock starts at the first send.
-        let mut streams = Vec::new();
-        for ws in &ids {
-            let mut ev = srv
-                .events(&format!("/v1/api/workstreams/{ws}/events"), &tok, None)
-                .await;
-            for _ in 0..3 {
-                ev.next(10).await;
-            }
-            streams.push(ev);
-        }
-        let t = Instant::now();
-        let results = join_all(ids.iter().zip(streams.iter_mut()).map(|(ws, ev)| {
-            let (srv, tok) = (&srv, &tok);
-            async move {
-                let sent = Instant::now();
-                srv.call(
-                    "POST",
-                    &format!("/v1/api/workstreams/{ws}/send"),
-                    Some(tok),
-                    Some(json!({"message": "go"})),
-                )
-                .await;
-                ev.until(60, |f| f.kind() == "content").await;
-                let ttfc = sent.elapsed().as_secs_f64() * 1000.0;
-                ev.turn_end().await;
-                (ttfc, 0.0)
-            }
-        }))
-        .await;
-        let wall = t.elapsed().as_secs_f64() * 1000.0;
-        let mut ttfc: Vec<f64> = results.iter().map(|r| r.0).collect();
+        let (ids, wall, mut ttfc) = concurrent_turns(&srv, &tok, n, &reply_500()).await;
         println!(
             "{n} concurrent workstreams × 500-token reply: wall {:.0} ms (first send → last ws_state; streams opened before), \
              first content p50 {:.1} ms p99 {:.1} ms, peak RSS {:.1} MB",
@@ -188,7 +214,52 @@ async fn main() {
                 "RSS with 160 loaded workstreams (after the turns): {:.1} MB",
                 status_kb(srv.pid(), "VmRSS:")
             );
+            // The server gives the burst's memory back once quiet (target:
+            // ≤ 40 MB within 30 s); sampled each second.
+            let quiet = Instant::now();
+            let mut rss = status_kb(srv.pid(), "VmRSS:");
+            while rss > 40.0 && quiet.elapsed() < Duration::from_secs(30) {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                rss = status_kb(srv.pid(), "VmRSS:");
+            }
+            println!(
+                "RSS after the burst, quiet: {rss:.1} MB {:.0} s later",
+                quiet.elapsed().as_secs_f64()
+            );
         }
+    }
+
+    // 1,000 concurrent streaming workstreams, 200 tokens each (target: peak
+    // RSS ≤ 1 GB, p99 time to first content ≤ 100 ms).
+    {
+        let n = 1000;
+        let srv = Server::start(
+            vec![],
+            "[server]\nmax_connections_per_ip = 0",
+            &[
+                "--workstream-idle-timeout",
+                "0",
+                "--max-workstreams",
+                "1000",
+            ],
+        )
+        .await;
+        let tok = srv.setup_admin().await;
+        let words: Vec<String> = (0..200).map(|i| format!("w{i} ")).collect();
+        let (_, wall, mut ttfc) = concurrent_turns(
+            &srv,
+            &tok,
+            n,
+            &openai::text(&words.iter().map(String::as_str).collect::<Vec<_>>()),
+        )
+        .await;
+        println!(
+            "{n} concurrent streaming workstreams × 200 tokens: wall {wall:.0} ms, first content p50 {:.1} ms p99 {:.1} ms, \
+             peak RSS {:.1} MB",
+            pct(&mut ttfc, 0.5),
+            pct(&mut ttfc, 0.99),
+            status_kb(srv.pid(), "VmHWM:")
+        );
     }
 
     // SSE fan-out: 50 subscribers on one workstream, one 500-delta turn.

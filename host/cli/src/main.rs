@@ -9,6 +9,7 @@ mod mcp_cli;
 mod plugins_admin;
 mod plugins_cmd;
 mod plugins_sign;
+mod precompile_cmd;
 mod repl;
 mod serve_cmd;
 
@@ -140,6 +141,11 @@ enum PluginsAction {
         /// Plugin name.
         name: String,
     },
+    /// Compile every built-in component (in --builtin-dir or the default
+    /// directory) and store the machine code beside it, so a start with an
+    /// empty component cache does not compile. `cargo xtask build` runs it;
+    /// run it again after replacing built-in components or upgrading.
+    Precompile,
     #[command(flatten)]
     Admin(plugins_admin::AdminAction),
     #[command(flatten)]
@@ -222,6 +228,12 @@ async fn main() -> Result<()> {
             let mut out = std::io::stdout().lock();
             plugins_admin::run(&cli.plugin_flags(), &db, action, &mut out).await?;
         }
+        Some(Command::Plugins {
+            action: PluginsAction::Precompile,
+        }) => {
+            let mut out = std::io::stdout().lock();
+            precompile_cmd::run(&cli.plugin_flags(), &mut out).await?;
+        }
         Some(Command::Plugins { action }) => {
             // The operator's stored state, when the server's database exists.
             let (cfg, _) = config::load(cli.config.as_deref())?;
@@ -240,7 +252,7 @@ async fn main() -> Result<()> {
                 PluginsAction::Info { name } => {
                     plugins_cmd::info(&loaded.registry(), &loaded.mcp, name, &mut out)?
                 }
-                PluginsAction::Admin(_) | PluginsAction::Sign(_) => {}
+                PluginsAction::Admin(_) | PluginsAction::Sign(_) | PluginsAction::Precompile => {}
             }
         }
         Some(Command::Tool { name, args }) => {

@@ -100,6 +100,7 @@ pub async fn run(
         .validate()
         .map_err(anyhow::Error::msg)?;
     let connection_limits = cfg.server.connection_limits()?;
+    turnstone_server::memory::tune_allocator();
     let app = App::start(plugins, flags, DbDefault::WorkingDir).await?;
     let server = &app.loaded.config.server;
     let host = args.host.clone().unwrap_or_else(|| server.host.clone());
@@ -225,6 +226,10 @@ pub async fn run(
         tokio::spawn(hub.clone().run(shutdown.clone()));
         hub
     });
+    tokio::spawn(turnstone_server::memory::purge_when_quiet(
+        metrics.clone(),
+        shutdown.clone(),
+    ));
     let state = AppState {
         db: app.storage.clone(),
         keys,

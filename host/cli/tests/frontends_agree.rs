@@ -144,9 +144,29 @@ async fn through_the_server(log: &Path) -> std::path::PathBuf {
         .await;
     assert_eq!(s, 200, "{v}");
     ev.turn_end().await;
+    // `ws_state` idle can reach the stream before the session emits its
+    // `cancelled`; the server must not be stopped before that is logged.
+    logged(log, "cancelled").await;
     assert!(srv.dir.path().join("ws/a.txt").exists());
     assert!(!srv.dir.path().join("ws/b.txt").exists());
     srv.dir.path().join("ws")
+}
+
+/// Waits until the event log holds an event of type `kind`.
+async fn logged(log: &Path, kind: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .any(|e| e["type"] == kind)
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no {kind} event was logged"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// Waits until the REPL's session has gone idle `turns` times: its prompt is

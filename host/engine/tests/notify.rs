@@ -336,6 +336,7 @@ async fn hosts_not_granted_by_name_are_refused_before_any_connection() {
     let network = NetworkPolicy {
         allow_private_network: false,
         resolver: Arc::new(PublicTest(hook.port)),
+        ..NetworkPolicy::default()
     };
     let tools = tools_on_network(&x.f.ws, "\"127.0.0.1:9\", \"<public>\"", network).await;
     let mut s = x.session(tools, AgentContext::default());

@@ -5,6 +5,13 @@
 //! (0700), entries are written to a temp file and renamed, and an entry is used
 //! only when it is owned by this user and not writable by group or others.
 //! wasmtime additionally verifies the header and engine settings on load.
+//!
+//! Built-in components can also ship precompiled: `turnstone plugins
+//! precompile` (run by `cargo xtask build`) writes the same entry beside each
+//! built-in component, so a fresh install or an empty cache starts without
+//! compiling. Only built-in directories are searched (they are part of the
+//! installation, like the binary); never a third-party plugin's directory,
+//! whose files come from its author.
 
 use sha2::{Digest, Sha256};
 use std::hash::{Hash, Hasher};
@@ -19,6 +26,8 @@ use wasmtime::component::Component;
 pub enum CompileSource {
     /// Loaded from a `.cwasm` this host wrote earlier.
     Cache,
+    /// Loaded from the `.cwasm` precompiled beside a built-in component.
+    Shipped,
     /// Compiled now with Cranelift (and written to the cache when one is configured).
     Compiled,
 }
@@ -66,10 +75,13 @@ impl ComponentCache {
 
     /// Path of the entry for `wasm`.
     pub fn entry_path(&self, wasm: &[u8]) -> Option<PathBuf> {
+        self.dir.as_ref().map(|d| d.join(self.entry_name(wasm)))
+    }
+
+    /// File name of the entry for `wasm`: its digest and the engine's.
+    pub fn entry_name(&self, wasm: &[u8]) -> String {
         let digest = hex::encode(Sha256::digest(wasm));
-        self.dir
-            .as_ref()
-            .map(|d| d.join(format!("{digest}-{}.cwasm", self.fingerprint)))
+        format!("{digest}-{}.cwasm", self.fingerprint)
     }
 
     /// Loads `wasm` from the cache or compiles it (then caches it). Blocking: call
@@ -79,9 +91,20 @@ impl ComponentCache {
         engine: &Engine,
         wasm: &[u8],
     ) -> wasmtime::Result<(Component, CompileSource)> {
+        self.load_shipped(engine, wasm, None)
+    }
+
+    /// Like [`ComponentCache::load`], also trying the entry precompiled in
+    /// `shipped` (a built-in component's directory) before compiling.
+    pub fn load_shipped(
+        &self,
+        engine: &Engine,
+        wasm: &[u8],
+        shipped: Option<&Path>,
+    ) -> wasmtime::Result<(Component, CompileSource)> {
         let entry = self.entry_path(wasm);
         if let Some(path) = &entry
-            && trusted_entry(path)
+            && trusted_entry(path, false)
         {
             // SAFETY: the file was written by this host (see `trusted_entry`) from
             // `Engine::precompile_component` of the same bytes and engine settings
@@ -91,6 +114,21 @@ impl ComponentCache {
                 Err(e) => {
                     tracing::warn!(path = %path.display(), error = %e, "discarding unusable cache entry");
                     let _ = std::fs::remove_file(path);
+                }
+            }
+        }
+        if let Some(dir) = shipped {
+            let path = dir.join(self.entry_name(wasm));
+            if trusted_entry(&path, true) {
+                // SAFETY: written by `turnstone plugins precompile` into the
+                // installation's built-in directory (owned by this user or
+                // root, writable by no one else); name and header pin the bytes
+                // and engine settings as above.
+                match unsafe { Component::deserialize_file(engine, &path) } {
+                    Ok(c) => return Ok((c, CompileSource::Shipped)),
+                    Err(e) => {
+                        tracing::warn!(path = %path.display(), error = %e, "ignoring unusable precompiled component")
+                    }
                 }
             }
         }
@@ -104,14 +142,51 @@ impl ComponentCache {
         let component = unsafe { Component::deserialize(engine, &compiled)? };
         Ok((component, CompileSource::Compiled))
     }
+
+    /// Compiles `wasm` and writes its entry into `dir` (a built-in
+    /// component's directory), removing entries of other bytes or engine
+    /// settings there. Blocking. Returns the entry's path.
+    pub fn precompile_into(
+        &self,
+        engine: &Engine,
+        wasm: &[u8],
+        dir: &Path,
+    ) -> wasmtime::Result<PathBuf> {
+        let name = self.entry_name(wasm);
+        let compiled = engine.precompile_component(wasm)?;
+        let path = dir.join(&name);
+        write_entry(&path, &compiled)?;
+        if let Ok(rd) = std::fs::read_dir(dir) {
+            for e in rd.filter_map(Result::ok) {
+                let other = e.file_name().to_string_lossy().into_owned();
+                if other.ends_with(".cwasm") && other != name {
+                    let _ = std::fs::remove_file(e.path());
+                }
+            }
+        }
+        Ok(path)
+    }
 }
 
-fn trusted_entry(path: &Path) -> bool {
+/// Whether `path` is a regular file this user wrote (or, for a `shipped`
+/// entry in the installation, root) that no one else may have changed: not
+/// writable by group or others, nor is its directory.
+fn trusted_entry(path: &Path, shipped: bool) -> bool {
     let Ok(meta) = std::fs::symlink_metadata(path) else {
         return false;
     };
-    let mode = meta.permissions().mode();
-    meta.is_file() && meta.uid() == rustix::process::geteuid().as_raw() && mode & 0o022 == 0
+    let me = rustix::process::geteuid().as_raw();
+    let owner_ok = |uid: u32| uid == me || (shipped && uid == 0);
+    let private = |mode: u32| mode & 0o022 == 0;
+    if !(meta.is_file() && owner_ok(meta.uid()) && private(meta.permissions().mode())) {
+        return false;
+    }
+    if !shipped {
+        // The cache directory itself is created 0700 by this host.
+        return true;
+    }
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::metadata(dir).is_ok_and(|d| owner_ok(d.uid()) && private(d.permissions().mode()))
 }
 
 fn write_entry(path: &Path, bytes: &[u8]) -> std::io::Result<()> {

@@ -11,7 +11,7 @@ use crate::manifest::{Manifest, PluginKind, SUPPORTED_WIT_VERSIONS, valid_name};
 use crate::state::HostState;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -117,6 +117,11 @@ pub struct PluginContext {
     pub(crate) background: crate::host::background::BackgroundProcesses,
     /// The kernel sandbox its spawned processes run in.
     pub(crate) sandbox: Arc<crate::sandboxing::Sandbox>,
+    /// Kept-alive connections of its HTTP requests.
+    pub http_pool: Arc<crate::host::pool::ConnectionPool>,
+    /// TLS settings of its WebSocket connections (no ALPN; the pool has its
+    /// own copy offering HTTP/2).
+    pub(crate) tls: Arc<rustls::ClientConfig>,
 }
 
 /// Where a plugin comes from.
@@ -417,7 +422,10 @@ fn context_for(
     for s in &skipped_grants {
         tracing::warn!(plugin = %manifest.plugin.name, "capability not applied: {s}");
     }
+    let tls = crate::host::egress::tls_config(&settings.network.extra_roots);
     let ctx = Arc::new(PluginContext {
+        http_pool: Arc::new(crate::host::pool::ConnectionPool::new(&tls)),
+        tls: Arc::new(tls),
         name: manifest.plugin.name.clone(),
         caps,
         config: settings.config,
@@ -474,6 +482,23 @@ impl Runtime {
         self.load_bytes(source, manifest, wasm, settings).await
     }
 
+    /// Compiles the built-in component in `dir` and writes the result beside
+    /// it, so a start with an empty cache loads it without compiling.
+    /// Returns the written file.
+    pub async fn precompile_builtin(&self, dir: &Path) -> Result<PathBuf, LoadError> {
+        let manifest = Manifest::load(&dir.join("plugin.toml"))
+            .map_err(|e| LoadError::Invalid(e.to_string()))?;
+        let wasm_path = dir.join(manifest.component_file());
+        let wasm = tokio::fs::read(&wasm_path)
+            .await
+            .map_err(|e| LoadError::Io(format!("{}: {e}", wasm_path.display())))?;
+        let (engine, cache, dir) = (self.engine().clone(), self.cache().clone(), dir.to_owned());
+        tokio::task::spawn_blocking(move || cache.precompile_into(&engine, &wasm, &dir))
+            .await
+            .map_err(|e| LoadError::Invalid(format!("compile task failed: {e}")))?
+            .map_err(|e| LoadError::Compile(format!("{e:#}")))
+    }
+
     /// Like [`Runtime::load`] with the manifest and component bytes in hand.
     pub async fn load_bytes(
         &self,
@@ -490,11 +515,14 @@ impl Runtime {
         let wasm_sha256 = hex::encode(Sha256::digest(&wasm));
         let engine = self.engine().clone();
         let cache = self.cache().clone();
-        let (component, compile_source) =
-            tokio::task::spawn_blocking(move || cache.load(&engine, &wasm))
-                .await
-                .map_err(|e| LoadError::Invalid(format!("compile task failed: {e}")))?
-                .map_err(|e| LoadError::Compile(format!("{e:#}")))?;
+        // Only a built-in's directory may hold a precompiled entry (see cache.rs).
+        let shipped = source.builtin.then(|| source.dir.clone());
+        let (component, compile_source) = tokio::task::spawn_blocking(move || {
+            cache.load_shipped(&engine, &wasm, shipped.as_deref())
+        })
+        .await
+        .map_err(|e| LoadError::Invalid(format!("compile task failed: {e}")))?
+        .map_err(|e| LoadError::Compile(format!("{e:#}")))?;
 
         let world = detect_world(self.engine(), &component)?;
         let kind = world.kind;

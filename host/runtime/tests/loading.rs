@@ -242,6 +242,70 @@ async fn second_load_comes_from_the_cache_without_recompiling() {
     assert_eq!(p5.compile_source, CompileSource::Cache);
 }
 
+/// `plugins precompile` writes a built-in's machine code beside it: a start
+/// with an empty cache loads that instead of compiling, but only for a
+/// built-in, only while no one else could have written the file, and never
+/// for bytes that changed since.
+#[tokio::test]
+async fn a_built_in_precompiled_beside_its_component_loads_with_an_empty_cache() {
+    use std::os::unix::fs::PermissionsExt;
+    let install = tempfile::tempdir().unwrap();
+    let dir = copy_plugin("example-plugins", "word_count", install.path());
+    let written = runtime().precompile_builtin(&dir).await.unwrap();
+    assert_eq!(written.parent(), Some(dir.as_path()));
+    assert!(written.extension().is_some_and(|e| e == "cwasm"));
+    let builtin = PluginSource {
+        dir: dir.clone(),
+        builtin: true,
+    };
+    let load = |source: PluginSource| async move {
+        let cache = tempfile::tempdir().unwrap();
+        let p = fresh_runtime(cache.path())
+            .load(source, PluginSettings::default())
+            .await
+            .unwrap();
+        p.compile_source
+    };
+    assert_eq!(load(builtin.clone()).await, CompileSource::Shipped);
+    // A third-party directory's files come from its author: never trusted.
+    let third_party = PluginSource {
+        dir: dir.clone(),
+        builtin: false,
+    };
+    assert_eq!(load(third_party).await, CompileSource::Compiled);
+    // Writable by others (the file, then its directory): compiled instead.
+    std::fs::set_permissions(&written, std::fs::Permissions::from_mode(0o664)).unwrap();
+    assert_eq!(load(builtin.clone()).await, CompileSource::Compiled);
+    std::fs::set_permissions(&written, std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    assert_eq!(load(builtin.clone()).await, CompileSource::Compiled);
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    assert_eq!(load(builtin.clone()).await, CompileSource::Shipped);
+    // A garbage entry is refused by wasmtime's header check, not run.
+    std::fs::write(&written, b"not a cwasm").unwrap();
+    assert_eq!(load(builtin.clone()).await, CompileSource::Compiled);
+    // Precompiling again replaces it; other bytes never match its name.
+    runtime().precompile_builtin(&dir).await.unwrap();
+    assert_eq!(load(builtin.clone()).await, CompileSource::Shipped);
+    let wasm = dir.join("word_count.wasm");
+    let mut bytes = std::fs::read(&wasm).unwrap();
+    // A custom section appended: same code, different bytes.
+    bytes.extend_from_slice(&[0, 4, 3, b'x', b'y', b'z']);
+    std::fs::write(&wasm, &bytes).unwrap();
+    assert_eq!(load(builtin).await, CompileSource::Compiled);
+    let entries = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .ends_with(".cwasm")
+        })
+        .count();
+    assert_eq!(entries, 1, "precompile leaves one entry per directory");
+}
+
 #[tokio::test]
 async fn unknown_wit_version_is_refused_directly() {
     let rt = runtime();

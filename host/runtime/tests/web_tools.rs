@@ -113,6 +113,7 @@ async fn web_plugin(
             network: NetworkPolicy {
                 allow_private_network: allow_private,
                 resolver: Arc::new(TestResolver(port)),
+                ..NetworkPolicy::default()
             },
             ..Default::default()
         },

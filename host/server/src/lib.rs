@@ -20,6 +20,7 @@ pub mod global;
 pub mod http;
 pub mod login_throttle;
 pub mod manager;
+pub mod memory;
 pub mod metrics;
 pub mod passwords;
 pub mod plugins;

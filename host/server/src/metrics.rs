@@ -16,6 +16,7 @@ pub struct Metrics {
     tool_calls: AtomicU64,
     turns: AtomicU64,
     failed_turns: AtomicU64,
+    requests: AtomicU64,
     evicted: AtomicU64,
     ratelimited: AtomicU64,
     connections_refused: AtomicU64,
@@ -122,8 +123,15 @@ impl Metrics {
         )
     }
 
+    /// A figure that grows with every HTTP request and finished turn: the
+    /// memory purge waits for it to stop moving.
+    pub fn activity(&self) -> u64 {
+        self.requests.load(Relaxed) + self.turns.load(Relaxed)
+    }
+
     /// Records one HTTP request.
     pub fn request(&self, method: &str, route: &str, status: u16, secs: f64) {
+        self.requests.fetch_add(1, Relaxed);
         let mut m = self.http.lock().unwrap_or_else(|p| p.into_inner());
         let e = m
             .entry((method.to_string(), route.to_string(), status))

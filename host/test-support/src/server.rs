@@ -79,6 +79,8 @@ pub struct StartOpts {
     pub pg_url: Option<String>,
     /// Extra environment of the server process (e.g. plugin secrets).
     pub env: Vec<(String, String)>,
+    /// The SQLite file instead of `t.db` in the scratch directory.
+    pub db_path: Option<std::path::PathBuf>,
 }
 
 /// A running server process.
@@ -162,7 +164,11 @@ impl Server {
             Some(url) => cmd
                 .env("TURNSTONE_DB_BACKEND", "postgresql")
                 .env("TURNSTONE_DB_URL", url),
-            None => cmd.arg("--db").arg(dir.path().join("t.db")),
+            None => cmd.arg("--db").arg(
+                opts.db_path
+                    .clone()
+                    .unwrap_or_else(|| dir.path().join("t.db")),
+            ),
         };
         cmd.args(["--base-url", &llm.base_url(), "--model", "scripted-model"])
             .args(["--api-key", "sk-test"])
@@ -512,6 +518,13 @@ impl Events {
             .expect("stream ended");
         self.seen.push(f.clone());
         f
+    }
+
+    /// Next frame within `wait`, or `None` when none came or the stream ended.
+    pub async fn next_within(&mut self, wait: Duration) -> Option<Frame> {
+        let f = tokio::time::timeout(wait, self.rx.recv()).await.ok()??;
+        self.seen.push(f.clone());
+        Some(f)
     }
 
     /// Reads until `pred` matches; returns the matching frame.

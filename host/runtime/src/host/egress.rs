@@ -5,11 +5,13 @@
 //! `<public>` grant are resolved and screened by the SSRF guard first and sent
 //! to the screened address.
 
+use super::pool::{Target, Timeouts};
 use crate::capability::HttpAccess;
 use crate::netguard::GuardError;
 use crate::plugin::{PluginContext, SecretSource};
 use http::HeaderValue;
 use std::sync::Arc;
+use std::time::Duration;
 use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpHooks};
 
 /// Marker wrapping a secret name in a header value: `{{turnstone-secret:NAME}}`.
@@ -190,12 +192,11 @@ impl WasiHttpHooks for EgressHooks {
                     return Err(HttpError::HttpRequestDenied);
                 }
             };
-            use http_body_util::BodyExt;
-            if access == HttpAccess::PublicOnly {
-                let addr = match plugin.network.screen(&host, port).await {
+            let addrs = if access == HttpAccess::PublicOnly {
+                match plugin.network.screen(&host, port).await {
                     Ok(a) => {
                         audit.host(target, method, None);
-                        a
+                        vec![a]
                     }
                     Err(e) => {
                         audit.host(target, method, Some(e.to_string()));
@@ -212,110 +213,63 @@ impl WasiHttpHooks for EgressHooks {
                             GuardError::Blocked { .. } => HttpError::DestinationIpProhibited,
                         });
                     }
-                };
-                return guarded_send(request, addr, host, https, options).await;
-            }
-            let (res, io) = wasmtime_wasi_http::default_send_request(request, options).await?;
-            Ok((
-                res.map(|b| super::readahead::read_ahead(b.boxed_unsync())),
-                Box::new(io) as Box<dyn Future<Output = _> + Send>,
-            ))
+                }
+            } else {
+                let bare = host.trim_start_matches('[').trim_end_matches(']');
+                match tokio::net::lookup_host((bare, port)).await {
+                    Ok(a) => a.collect(),
+                    Err(e) => {
+                        tracing::warn!(plugin = %plugin.name, %uri, "cannot resolve: {e}");
+                        return Err(HttpError::DnsError {
+                            rcode: Some(e.to_string()),
+                            info_code: None,
+                        });
+                    }
+                }
+            };
+            let timeouts = Timeouts {
+                connect: options
+                    .and_then(|o| o.connect_timeout)
+                    .unwrap_or(Duration::from_secs(30)),
+                first_byte: options
+                    .and_then(|o| o.first_byte_timeout)
+                    .unwrap_or(Duration::from_secs(120)),
+            };
+            let target = Target {
+                https,
+                host,
+                port,
+                addrs,
+            };
+            let res = plugin.http_pool.send(request, target, timeouts).await?;
+            // The connection outlives the response (it is pooled): nothing
+            // for wasi-http to drive.
+            let io = async { Ok(()) };
+            Ok((res, Box::new(io) as Box<dyn Future<Output = _> + Send>))
         })
     }
 }
 
-type SendResult = Result<
-    (
-        http::Response<WasiBody>,
-        Box<dyn Future<Output = Result<(), HttpError>> + Send>,
-    ),
-    HttpError,
->;
-
-/// Sends `request` to the already-screened `addr` (never re-resolving the
-/// name), with TLS verified against `host`.
-async fn guarded_send(
-    mut request: http::Request<WasiBody>,
-    addr: std::net::SocketAddr,
-    host: String,
-    https: bool,
-    options: Option<RequestOptions>,
-) -> SendResult {
-    use http_body_util::BodyExt;
-    use std::time::Duration;
-    use wasmtime_wasi_http::io::TokioIo;
-    let connect_timeout = options
-        .and_then(|o| o.connect_timeout)
-        .unwrap_or(Duration::from_secs(30));
-    let first_byte_timeout = options
-        .and_then(|o| o.first_byte_timeout)
-        .unwrap_or(Duration::from_secs(120));
-    let tcp = tokio::time::timeout(connect_timeout, tokio::net::TcpStream::connect(addr))
-        .await
-        .map_err(|_| HttpError::ConnectionTimeout)?
-        .map_err(|_| HttpError::ConnectionRefused)?;
-    let io: Box<dyn AsyncStream> = if https {
-        let connector =
-            tls_connector().map_err(|e| HttpError::InternalError(Some(e.to_string())))?;
-        let name = rustls::pki_types::ServerName::try_from(host.clone())
-            .map_err(|_| HttpError::HttpRequestUriInvalid)?;
-        let tls = connector
-            .connect(name, tcp)
-            .await
-            .map_err(|e| HttpError::TlsProtocolError.tap(&e))?;
-        Box::new(tls)
-    } else {
-        Box::new(tcp)
-    };
-    let (mut sender, conn) = tokio::time::timeout(
-        connect_timeout,
-        hyper::client::conn::http1::handshake(TokioIo::new(io)),
-    )
-    .await
-    .map_err(|_| HttpError::ConnectionTimeout)?
-    .map_err(HttpError::from)?;
-    // Origin-form on the wire; the Host header names the original host.
-    let path = request
-        .uri()
-        .path_and_query()
-        .map_or("/", |p| p.as_str())
-        .to_string();
-    *request.uri_mut() = path.parse().map_err(|_| HttpError::HttpRequestUriInvalid)?;
-    if !request.headers().contains_key(http::header::HOST) {
-        let value = HeaderValue::from_str(&host).map_err(|_| HttpError::HttpRequestUriInvalid)?;
-        request.headers_mut().insert(http::header::HOST, value);
-    }
-    let driver = tokio::spawn(conn);
-    let res = tokio::time::timeout(first_byte_timeout, sender.send_request(request))
-        .await
-        .map_err(|_| HttpError::ConnectionReadTimeout)?
-        .map_err(HttpError::from)?;
-    let res =
-        res.map(|body| super::readahead::read_ahead(body.map_err(HttpError::from).boxed_unsync()));
-    let io = async move {
-        match driver.await {
-            Ok(r) => r.map_err(HttpError::from),
-            Err(_) => Err(HttpError::InternalError(Some(
-                "connection task failed".into(),
-            ))),
-        }
-    };
-    Ok((res, Box::new(io)))
-}
-
-/// A TLS client verifying servers against the Web PKI roots (the same trust
-/// for every connection a plugin makes, HTTP or WebSocket).
-pub(crate) fn tls_connector() -> Result<tokio_rustls::TlsConnector, rustls::Error> {
-    let roots = rustls::RootCertStore {
+/// The TLS client settings of every connection a plugin makes, HTTP or
+/// WebSocket: the Web PKI roots plus the operator's extra roots. One config
+/// per plugin, so its session cache lets new connections resume.
+pub(crate) fn tls_config(
+    extra_roots: &[rustls::pki_types::CertificateDer<'static>],
+) -> rustls::ClientConfig {
+    let mut roots = rustls::RootCertStore {
         roots: webpki_roots::TLS_SERVER_ROOTS.into(),
     };
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()?
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    Ok(tokio_rustls::TlsConnector::from(Arc::new(config)))
+    for cert in extra_roots {
+        if let Err(e) = roots.add(cert.clone()) {
+            tracing::warn!("ignoring an extra TLS root: {e}");
+        }
+    }
+    rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        // Proven invariant: the ring provider implements the default versions.
+        .expect("ring supports TLS 1.2 and 1.3")
+        .with_root_certificates(roots)
+        .with_no_client_auth()
 }
 
 /// A connected byte stream (plain TCP or TLS).
@@ -324,15 +278,3 @@ pub(crate) trait AsyncStream:
 {
 }
 impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> AsyncStream for T {}
-
-/// Logs a TLS failure's cause before it is reduced to a wasi-http error code.
-trait Tap {
-    fn tap(self, cause: &dyn std::fmt::Display) -> Self;
-}
-
-impl Tap for HttpError {
-    fn tap(self, cause: &dyn std::fmt::Display) -> Self {
-        tracing::debug!("TLS handshake failed: {cause}");
-        self
-    }
-}

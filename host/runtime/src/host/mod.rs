@@ -6,6 +6,7 @@ pub(crate) mod channel_host;
 pub mod egress;
 pub(crate) mod fs_audit;
 pub mod kv;
+pub mod pool;
 pub mod process;
 pub mod readahead;
 pub mod websocket;

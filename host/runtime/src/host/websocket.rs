@@ -5,7 +5,7 @@
 //! Secret references are substituted in request headers (as for HTTP) and in
 //! text frames when the secret's grant names the pseudo-header `ws-frame`.
 
-use super::egress::{AsyncStream, Destination, SECRET_PREFIX, substitute, tls_connector};
+use super::egress::{AsyncStream, Destination, SECRET_PREFIX, substitute};
 use crate::bindings::v0_1_0::host::turnstone::plugin::types::CapabilityError;
 use crate::bindings::v0_2_0::channel::turnstone::plugin0_2_0::websocket::{
     self as wit, CloseFrame, Message, WsError,
@@ -226,7 +226,7 @@ impl HostState {
             .map_err(|e| WsError::ConnectFailed(format!("{target}: {e}")))?;
         let _ = tcp.set_nodelay(true);
         let io: Box<dyn AsyncStream> = if tls {
-            let connector = tls_connector().map_err(|e| WsError::ConnectFailed(e.to_string()))?;
+            let connector = tokio_rustls::TlsConnector::from(self.plugin.tls.clone());
             let name = rustls::pki_types::ServerName::try_from(host.clone())
                 .map_err(|_| WsError::ConnectFailed(format!("{host}: not a TLS server name")))?;
             Box::new(

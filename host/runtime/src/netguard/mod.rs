@@ -169,6 +169,9 @@ pub struct NetworkPolicy {
     pub allow_private_network: bool,
     /// Resolver (overridable in tests).
     pub resolver: Arc<dyn Resolve>,
+    /// Certificate authorities trusted besides the Web PKI roots, for every
+    /// TLS connection a plugin makes (a private model server's CA).
+    pub extra_roots: Arc<[rustls::pki_types::CertificateDer<'static>]>,
 }
 
 impl Default for NetworkPolicy {
@@ -176,6 +179,7 @@ impl Default for NetworkPolicy {
         Self {
             allow_private_network: false,
             resolver: Arc::new(SystemResolver),
+            extra_roots: Arc::new([]),
         }
     }
 }
@@ -184,6 +188,7 @@ impl std::fmt::Debug for NetworkPolicy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("NetworkPolicy")
             .field("allow_private_network", &self.allow_private_network)
+            .field("extra_roots", &self.extra_roots.len())
             .finish_non_exhaustive()
     }
 }

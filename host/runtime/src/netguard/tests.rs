@@ -276,6 +276,7 @@ fn policy(ips: &[&str], allow_private: bool) -> NetworkPolicy {
                 })
                 .collect(),
         )),
+        ..NetworkPolicy::default()
     }
 }
 
@@ -357,6 +358,7 @@ async fn malformed_hosts_are_refused_without_a_lookup() {
     let p = NetworkPolicy {
         allow_private_network: true,
         resolver: counting.clone(),
+        ..NetworkPolicy::default()
     };
     for (host, zone) in [
         ("", false),

@@ -1,0 +1,344 @@
+//! Kept-alive connections for a plugin's outgoing HTTP requests.
+//!
+//! Each plugin has its own pool (never shared between plugins), keyed by
+//! scheme and host and remembering the address each connection went to. A
+//! request reuses a connection only when that address is one the request's
+//! own egress check just produced (the screened address for a `<public>`
+//! grant, a resolved address of a host granted by name), so a pooled
+//! connection never bypasses the check made for every request.
+//!
+//! HTTPS connections offer HTTP/2 and HTTP/1.1 by ALPN: an HTTP/2 connection
+//! is shared by concurrent requests, an HTTP/1.1 one goes back to the pool
+//! once its response body has been read to the end. One TLS client config per
+//! pool keeps rustls' session cache, so new connections resume sessions.
+
+use super::egress::AsyncStream;
+use http::HeaderValue;
+use http_body_util::BodyExt;
+use hyper::client::conn::{TrySendError, http1, http2};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+use wasmtime_wasi_http::{Error as HttpError, WasiBody};
+
+/// An idle HTTP/1.1 connection is dropped after this long unused.
+const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// At most this many idle connections are kept per scheme and host.
+const MAX_IDLE_PER_HOST: usize = 8;
+
+/// Where a request goes, after its egress check.
+pub(crate) struct Target {
+    /// `https`.
+    pub https: bool,
+    /// The host as named in the URL (TLS server name, pool key).
+    pub host: String,
+    /// The port.
+    pub port: u16,
+    /// The addresses the check allows, in the order to try.
+    pub addrs: Vec<SocketAddr>,
+}
+
+/// Timeouts of one request.
+#[derive(Clone, Copy)]
+pub(crate) struct Timeouts {
+    /// TCP connect plus TLS and HTTP handshakes.
+    pub connect: Duration,
+    /// From sending to the response head.
+    pub first_byte: Duration,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Key {
+    https: bool,
+    host: String,
+    port: u16,
+}
+
+enum Sender {
+    H1(http1::SendRequest<WasiBody>),
+    H2(http2::SendRequest<WasiBody>),
+}
+
+struct Idle {
+    sender: Sender,
+    addr: SocketAddr,
+    since: Instant,
+}
+
+/// How many connections a pool opened and how many requests reused one.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct PoolStats {
+    /// Connections opened.
+    pub opened: u64,
+    /// Requests sent on a connection opened earlier.
+    pub reused: u64,
+}
+
+/// One plugin's connection pool (see the module docs).
+pub struct ConnectionPool {
+    idle: Mutex<HashMap<Key, Vec<Idle>>>,
+    tls: Arc<rustls::ClientConfig>,
+    opened: AtomicU64,
+    reused: AtomicU64,
+}
+
+impl std::fmt::Debug for ConnectionPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConnectionPool")
+            .field("stats", &self.stats())
+            .finish_non_exhaustive()
+    }
+}
+
+type Response = http::Response<WasiBody>;
+
+impl ConnectionPool {
+    /// An empty pool whose TLS connections trust `tls` (ALPN is set here).
+    pub(crate) fn new(tls: &rustls::ClientConfig) -> Self {
+        let mut tls = tls.clone();
+        tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        Self {
+            idle: Mutex::new(HashMap::new()),
+            tls: Arc::new(tls),
+            opened: AtomicU64::new(0),
+            reused: AtomicU64::new(0),
+        }
+    }
+
+    /// Connections opened and reused so far.
+    pub fn stats(&self) -> PoolStats {
+        PoolStats {
+            opened: self.opened.load(Ordering::Relaxed),
+            reused: self.reused.load(Ordering::Relaxed),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Vec<Idle>>> {
+        self.idle.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// An idle connection to one of `target`'s addresses, if one is usable.
+    fn checkout(&self, key: &Key, addrs: &[SocketAddr]) -> Option<(Sender, SocketAddr)> {
+        let mut idle = self.lock();
+        let list = idle.get_mut(key)?;
+        list.retain(|i| !closed(&i.sender) && i.since.elapsed() < IDLE_TIMEOUT);
+        let at = list.iter().rposition(|i| addrs.contains(&i.addr))?;
+        let ready = match &list[at].sender {
+            // An HTTP/2 connection stays in the pool for concurrent requests.
+            Sender::H2(s) => return Some((Sender::H2(s.clone()), list[at].addr)),
+            Sender::H1(s) => s.is_ready(),
+        };
+        if !ready {
+            return None;
+        }
+        let i = list.remove(at);
+        Some((i.sender, i.addr))
+    }
+
+    fn put(&self, key: Key, sender: Sender, addr: SocketAddr) {
+        let mut idle = self.lock();
+        let list = idle.entry(key).or_default();
+        list.retain(|i| !closed(&i.sender) && i.since.elapsed() < IDLE_TIMEOUT);
+        if list.len() < MAX_IDLE_PER_HOST {
+            list.push(Idle {
+                sender,
+                addr,
+                since: Instant::now(),
+            });
+        }
+    }
+
+    /// Sends `request` to `target` on a pooled connection or a new one.
+    pub(crate) async fn send(
+        self: &Arc<Self>,
+        mut request: http::Request<WasiBody>,
+        target: Target,
+        timeouts: Timeouts,
+    ) -> Result<Response, HttpError> {
+        let key = Key {
+            https: target.https,
+            host: target.host.clone(),
+            port: target.port,
+        };
+        if let Some((sender, addr)) = self.checkout(&key, &target.addrs) {
+            self.reused.fetch_add(1, Ordering::Relaxed);
+            match self
+                .send_on(sender, addr, key.clone(), request, &timeouts)
+                .await
+            {
+                Ok(res) => return Ok(res),
+                // The server closed the idle connection before it took the
+                // request: nothing was sent, so a new connection may carry it.
+                Err(Retry::Unsent(req)) => request = req,
+                Err(Retry::Failed(e)) => return Err(e),
+            }
+        }
+        let (sender, addr) = self.connect(&target, timeouts.connect).await?;
+        self.opened.fetch_add(1, Ordering::Relaxed);
+        if let Sender::H2(s) = &sender {
+            self.put(key.clone(), Sender::H2(s.clone()), addr);
+        }
+        match self.send_on(sender, addr, key, request, &timeouts).await {
+            Ok(res) => Ok(res),
+            Err(Retry::Unsent(_)) => Err(HttpError::ConnectionTerminated),
+            Err(Retry::Failed(e)) => Err(e),
+        }
+    }
+
+    async fn send_on(
+        self: &Arc<Self>,
+        sender: Sender,
+        addr: SocketAddr,
+        key: Key,
+        mut request: http::Request<WasiBody>,
+        timeouts: &Timeouts,
+    ) -> Result<Response, Retry> {
+        match sender {
+            Sender::H1(mut s) => {
+                origin_form(&mut request).map_err(Retry::Failed)?;
+                let sent = tokio::time::timeout(timeouts.first_byte, s.try_send_request(request))
+                    .await
+                    .map_err(|_| Retry::Failed(HttpError::ConnectionReadTimeout))?;
+                let res = sent.map_err(unsent_or_failed)?;
+                // Back to the pool once the body has been read to its end;
+                // a body dropped early closes the connection instead.
+                let pool = Arc::downgrade(self);
+                tokio::spawn(return_when_ready(pool, key, s, addr));
+                Ok(res.map(boxed_body))
+            }
+            Sender::H2(mut s) => {
+                request.headers_mut().remove(http::header::HOST);
+                match tokio::time::timeout(timeouts.connect, s.ready()).await {
+                    Err(_) => return Err(Retry::Failed(HttpError::ConnectionTimeout)),
+                    Ok(Err(_)) => return Err(Retry::Unsent(request)),
+                    Ok(Ok(())) => {}
+                }
+                let sent = tokio::time::timeout(timeouts.first_byte, s.try_send_request(request))
+                    .await
+                    .map_err(|_| Retry::Failed(HttpError::ConnectionReadTimeout))?;
+                Ok(sent.map_err(unsent_or_failed)?.map(boxed_body))
+            }
+        }
+    }
+
+    async fn connect(
+        &self,
+        target: &Target,
+        timeout: Duration,
+    ) -> Result<(Sender, SocketAddr), HttpError> {
+        let mut last = HttpError::ConnectionRefused;
+        let mut connected = None;
+        for addr in &target.addrs {
+            match tokio::time::timeout(timeout, tokio::net::TcpStream::connect(addr)).await {
+                Ok(Ok(tcp)) => {
+                    connected = Some((tcp, *addr));
+                    break;
+                }
+                Ok(Err(_)) => last = HttpError::ConnectionRefused,
+                Err(_) => last = HttpError::ConnectionTimeout,
+            }
+        }
+        let (tcp, addr) = connected.ok_or(last)?;
+        // Model streams are many small frames: do not hold them back.
+        let _ = tcp.set_nodelay(true);
+        let handshake = async {
+            if !target.https {
+                return http1_sender(Box::new(tcp)).await;
+            }
+            let name = rustls::pki_types::ServerName::try_from(target.host.clone())
+                .map_err(|_| HttpError::HttpRequestUriInvalid)?;
+            let tls = tokio_rustls::TlsConnector::from(self.tls.clone())
+                .connect(name, tcp)
+                .await
+                .map_err(|e| {
+                    tracing::debug!("TLS handshake with {} failed: {e}", target.host);
+                    HttpError::TlsProtocolError
+                })?;
+            if tls.get_ref().1.alpn_protocol() == Some(&b"h2"[..]) {
+                let (sender, conn) =
+                    http2::handshake(TokioExecutor::new(), TokioIo::new(tls)).await?;
+                tokio::spawn(async move {
+                    if let Err(e) = conn.await {
+                        tracing::debug!("HTTP/2 connection ended: {e}");
+                    }
+                });
+                return Ok(Sender::H2(sender));
+            }
+            http1_sender(Box::new(tls)).await
+        };
+        let sender = tokio::time::timeout(timeout, handshake)
+            .await
+            .map_err(|_| HttpError::ConnectionTimeout)??;
+        Ok((sender, addr))
+    }
+}
+
+enum Retry {
+    /// The request was not sent and is handed back.
+    Unsent(http::Request<WasiBody>),
+    Failed(HttpError),
+}
+
+fn unsent_or_failed(mut e: TrySendError<http::Request<WasiBody>>) -> Retry {
+    match e.take_message() {
+        Some(req) => Retry::Unsent(req),
+        None => Retry::Failed(HttpError::from(e.into_error())),
+    }
+}
+
+fn closed(s: &Sender) -> bool {
+    match s {
+        Sender::H1(s) => s.is_closed(),
+        Sender::H2(s) => s.is_closed(),
+    }
+}
+
+async fn http1_sender(io: Box<dyn AsyncStream>) -> Result<Sender, HttpError> {
+    let (sender, conn) = http1::handshake(TokioIo::new(io)).await?;
+    tokio::spawn(async move {
+        if let Err(e) = conn.await {
+            tracing::debug!("HTTP/1.1 connection ended: {e}");
+        }
+    });
+    Ok(Sender::H1(sender))
+}
+
+async fn return_when_ready(
+    pool: Weak<ConnectionPool>,
+    key: Key,
+    mut sender: http1::SendRequest<WasiBody>,
+    addr: SocketAddr,
+) {
+    if sender.ready().await.is_ok()
+        && let Some(pool) = pool.upgrade()
+    {
+        pool.put(key, Sender::H1(sender), addr);
+    }
+}
+
+/// Origin-form on the wire for HTTP/1.1; the Host header names the URL's
+/// authority (with its port when not the default).
+fn origin_form(request: &mut http::Request<WasiBody>) -> Result<(), HttpError> {
+    let authority = request.uri().authority().map(|a| a.as_str().to_string());
+    let path = request
+        .uri()
+        .path_and_query()
+        .map_or("/", |p| p.as_str())
+        .to_string();
+    *request.uri_mut() = path.parse().map_err(|_| HttpError::HttpRequestUriInvalid)?;
+    if !request.headers().contains_key(http::header::HOST)
+        && let Some(authority) = authority
+    {
+        let value =
+            HeaderValue::from_str(&authority).map_err(|_| HttpError::HttpRequestUriInvalid)?;
+        request.headers_mut().insert(http::header::HOST, value);
+    }
+    Ok(())
+}
+
+fn boxed_body(body: hyper::body::Incoming) -> WasiBody {
+    super::readahead::read_ahead(body.map_err(HttpError::from).boxed_unsync())
+}

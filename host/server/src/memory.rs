@@ -1,0 +1,59 @@
+//! Giving memory back to the operating system after a burst.
+//!
+//! glibc's allocator keeps freed heap pages and, by default, up to eight
+//! arenas per core, so a node that served a burst of concurrent turns stays at
+//! its peak resident size long after. The server caps the arenas at start
+//! ([`tune_allocator`]) and, once activity has stopped for a few seconds,
+//! trims the heap once ([`purge_when_quiet`]). Other allocators and targets:
+//! both are no-ops.
+
+use crate::metrics::Metrics;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// How long activity must have stopped before the heap is trimmed.
+pub const QUIET: Duration = Duration::from_secs(5);
+
+/// Caps glibc's malloc arenas: with many worker and blocking threads the
+/// default (8 per core) spreads a burst over arenas that are never trimmed
+/// together. Call once, early, before threads allocate.
+pub fn tune_allocator() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only changes allocator parameters; M_ARENA_MAX takes
+    // any positive count.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 2);
+    }
+}
+
+/// Returns freed heap memory to the system (glibc `malloc_trim`). Blocking:
+/// it walks the heap.
+pub fn trim() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim is thread-safe and only releases free memory.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+/// Trims the heap once after each stretch of activity, when `metrics` has
+/// not moved for [`QUIET`]; also once after start-up (loading components
+/// leaves garbage behind). Ends with `shutdown`.
+pub async fn purge_when_quiet(metrics: Arc<Metrics>, shutdown: CancellationToken) {
+    let mut last = metrics.activity();
+    let mut dirty = true;
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(QUIET) => {}
+        }
+        let now = metrics.activity();
+        if now != last {
+            (last, dirty) = (now, true);
+        } else if dirty {
+            dirty = false;
+            let _ = tokio::task::spawn_blocking(trim).await;
+        }
+    }
+}
