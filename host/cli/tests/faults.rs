@@ -163,6 +163,7 @@ async fn sqlite_on_a_full_filesystem_fails_clearly_and_recovers_when_space_retur
         assert!(s >= 500, "{s} {v}");
         v.to_string()
     };
+    eprintln!("the client was told: {said}");
     assert!(
         said.contains("full") || said.contains("space"),
         "the client is told the disk is full: {said}"
