@@ -2,6 +2,9 @@
 //!
 //! - `build`      guest components (installing the wasm32-wasip2 target if missing) + host,
 //!   then `turnstone plugins precompile` (built-ins ship precompiled)
+//! - `dist`       the shipped binary: `--profile dist` (fat LTO, one codegen
+//!   unit), symbols moved to `target/dist/turnstone.debug` (linked by
+//!   `.gnu_debuglink`), built-ins precompiled
 //! - `run [ARGS]` build (release) and run `turnstone ARGS`
 //! - `test`       build everything, then run every test (host workspace + SDK)
 //! - `lint`       `cargo fmt --check` and clippy on the host and every guest workspace
@@ -206,6 +209,41 @@ fn build(release: bool) -> Result<()> {
         .args(["plugins", "precompile"]))
 }
 
+/// The shipped binary: built with the `dist` profile, then split into a
+/// stripped executable and a debug file that gdb, perf and addr2line find
+/// through the `.gnu_debuglink` section.
+fn dist() -> Result<()> {
+    build_guests()?;
+    let root = root();
+    run(cargo()
+        .args(["build", "--profile", "dist", "--package", "turnstone"])
+        .current_dir(&root))?;
+    let dir = root.join("target/dist");
+    let bin = dir.join("turnstone");
+    let debug = dir.join("turnstone.debug");
+    run(Command::new("objcopy")
+        .arg("--only-keep-debug")
+        .arg(&bin)
+        .arg(&debug))?;
+    // The debuglink names the file only; tools look for it beside the binary.
+    run(Command::new("objcopy")
+        .arg("--strip-all")
+        .arg("--add-gnu-debuglink=turnstone.debug")
+        .arg(&bin)
+        .current_dir(&dir))?;
+    run(Command::new(&bin)
+        .arg("--builtin-dir")
+        .arg(root.join("target/components"))
+        .args(["plugins", "precompile"]))?;
+    for file in [&bin, &debug] {
+        let bytes = std::fs::metadata(file)
+            .with_context(|| format!("reading {}", file.display()))?
+            .len();
+        eprintln!("{}: {:.1} MB", file.display(), bytes as f64 / 1e6);
+    }
+    Ok(())
+}
+
 fn test(extra: &[String]) -> Result<()> {
     build_guests()?;
     let root = root();
@@ -329,6 +367,7 @@ fn main() -> Result<()> {
     match cmd {
         "build" => build(rest.iter().any(|a| a == "--release")),
         "build-components" => build_guests(),
+        "dist" => dist(),
         "run" => {
             build(true)?;
             let rest: Vec<&String> = rest.iter().filter(|a| *a != "--").collect();
@@ -355,7 +394,7 @@ fn main() -> Result<()> {
         }
         _ => {
             eprintln!(
-                "usage: cargo xtask <build [--release] | build-components | run [-- ARGS] | test [CARGO TEST ARGS] | lint | bench>"
+                "usage: cargo xtask <build [--release] | build-components | dist | run [-- ARGS] | test [CARGO TEST ARGS] | lint | bench>"
             );
             std::process::exit(2);
         }

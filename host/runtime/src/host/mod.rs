@@ -8,6 +8,7 @@ pub(crate) mod fs_audit;
 pub mod kv;
 pub mod pool;
 pub mod process;
+mod quickack;
 pub mod readahead;
 pub mod websocket;
 pub mod work;
