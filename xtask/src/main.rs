@@ -199,13 +199,18 @@ fn build(release: bool) -> Result<()> {
     run(&mut cmd)?;
     // Ship the built-ins precompiled, so a first start with an empty
     // component cache does not compile them.
-    let target = root().join("target");
-    let bin = target
+    let bin = root()
+        .join("target")
         .join(if release { "release" } else { "debug" })
         .join("turnstone");
+    precompile(&bin)
+}
+
+/// Precompiles the staged built-ins for `bin`'s engine.
+fn precompile(bin: &Path) -> Result<()> {
     run(Command::new(bin)
         .arg("--builtin-dir")
-        .arg(target.join("components"))
+        .arg(root().join("target/components"))
         .args(["plugins", "precompile"]))
 }
 
@@ -231,10 +236,7 @@ fn dist() -> Result<()> {
         .arg("--add-gnu-debuglink=turnstone.debug")
         .arg(&bin)
         .current_dir(&dir))?;
-    run(Command::new(&bin)
-        .arg("--builtin-dir")
-        .arg(root.join("target/components"))
-        .args(["plugins", "precompile"]))?;
+    precompile(&bin)?;
     for file in [&bin, &debug] {
         let bytes = std::fs::metadata(file)
             .with_context(|| format!("reading {}", file.display()))?
