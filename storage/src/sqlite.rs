@@ -30,6 +30,23 @@ pub struct SqliteStore {
     pub(crate) pool: SqlitePool,
 }
 
+/// An idle connection must not be inside a transaction. One is after SQLite
+/// rolled a transaction back by itself (`SQLITE_FULL`, `SQLITE_IOERR`, …):
+/// sqlx's rollback-on-drop then fails with "no transaction is active" and
+/// leaves the connection's transaction depth at one, so every later `BEGIN`
+/// on it fails. Such a connection is closed and the pool opens a fresh one.
+async fn discard_if_stuck_in_transaction(
+    conn: &mut sqlx::SqliteConnection,
+) -> std::result::Result<bool, sqlx::Error> {
+    use sqlx::Connection;
+    if conn.is_in_transaction() {
+        // The rollback queued when the transaction was dropped runs on the
+        // connection's worker in order: a ping returns after it has.
+        conn.ping().await?;
+    }
+    Ok(!conn.is_in_transaction())
+}
+
 impl SqliteStore {
     /// Opens (creating if needed) the database at `path` and migrates it.
     pub async fn open(path: &Path) -> Result<Self> {
@@ -50,6 +67,7 @@ impl SqliteStore {
         let pool = SqlitePoolOptions::new()
             .max_connections(8)
             .acquire_timeout(Duration::from_secs(60))
+            .before_acquire(|conn, _| Box::pin(discard_if_stuck_in_transaction(conn)))
             .connect_with(opts)
             .await?;
         check_and_run(&MIGRATOR, &pool, &path.display().to_string(), "sqlite").await?;

@@ -177,10 +177,17 @@ async fn sqlite_on_a_full_filesystem_fails_clearly_and_recovers_when_space_retur
 
     std::fs::remove_file(filler).unwrap();
     srv.llm.push(sse(openai::text(&["after space returned"])));
+    ev.reset();
     let (s, v) = send(&srv, &tok, &ws, "three").await;
     assert_eq!(s, 200, "{v}");
     let end = ev.turn_end().await;
-    assert_eq!(end.data["state"], "idle", "{}", end.data);
+    let errors: Vec<String> = ev
+        .seen
+        .iter()
+        .filter(|f| f.kind() == "error")
+        .map(|f| f.data.to_string())
+        .collect();
+    assert_eq!(end.data["state"], "idle", "{} {errors:?}", end.data);
     assert_eq!(
         replies(&srv, &tok, &ws).await,
         ["before the disk filled", "after space returned"]
