@@ -44,8 +44,11 @@ impl SseDecoder {
 
     fn line(&mut self, line: &str, out: &mut Vec<String>) {
         if line.is_empty() {
-            if !self.data.is_empty() {
-                out.push(std::mem::take(&mut self.data).join("\n"));
+            // One data line (nearly every event) is moved out, not joined.
+            match self.data.len() {
+                0 => {}
+                1 => out.extend(self.data.pop()),
+                _ => out.push(std::mem::take(&mut self.data).join("\n")),
             }
             return;
         }

@@ -25,7 +25,10 @@ impl Default for EngineOptions {
     fn default() -> Self {
         Self {
             max_memory_bytes: 512 << 20,
-            max_instances: 256,
+            // Every streaming model call holds one instance for the whole
+            // reply, so a node serving 1,000 concurrent workstreams needs
+            // that many slots. A slot is reserved address space, not memory.
+            max_instances: 1024,
             pooling: true,
         }
     }

@@ -3,6 +3,7 @@
 //! and `google` (Gemini's OpenAI endpoint) flavours.
 
 pub mod body;
+pub mod chunk;
 pub mod responses;
 pub mod sse;
 pub mod stream;

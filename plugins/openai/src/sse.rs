@@ -15,8 +15,13 @@ const CLOSE: &str = "</think>";
 
 impl ThinkSplitter {
     /// Feeds text; returns `(is_reasoning, text)` pieces that are certain.
-    pub fn push(&mut self, text: &str) -> Vec<(bool, String)> {
-        self.pending.push_str(text);
+    pub fn push(&mut self, text: String) -> Vec<(bool, String)> {
+        // Nearly every delta holds no `<` and nothing is held back: it passes
+        // through as it is, without copying.
+        if self.pending.is_empty() && !text.contains('<') {
+            return vec![(self.in_think, text)];
+        }
+        self.pending.push_str(&text);
         let mut out = Vec::new();
         loop {
             let tag = if self.in_think { CLOSE } else { OPEN };
@@ -58,8 +63,8 @@ mod tests {
         let text = "Hi<think>plan it</think>Answer";
         for cut in 0..text.len() {
             let mut s = ThinkSplitter::default();
-            let mut pieces = s.push(&text[..cut]);
-            pieces.extend(s.push(&text[cut..]));
+            let mut pieces = s.push(text[..cut].to_string());
+            pieces.extend(s.push(text[cut..].to_string()));
             pieces.extend(s.finish());
             let visible: String = pieces
                 .iter()
@@ -78,6 +83,11 @@ mod tests {
             );
         }
         let mut s = ThinkSplitter::default();
-        assert_eq!(s.push("a < b"), vec![(false, "a < b".to_string())]);
+        assert_eq!(s.push("a < b".into()), vec![(false, "a < b".to_string())]);
+        assert_eq!(s.push("plain".into()), vec![(false, "plain".to_string())]);
+        let mut s = ThinkSplitter::default();
+        assert_eq!(s.push("<thi".into()), vec![]);
+        assert_eq!(s.push("nk>x".into()), vec![(true, "x".to_string())]);
+        assert_eq!(s.push("y".into()), vec![(true, "y".to_string())]);
     }
 }

@@ -1,6 +1,7 @@
 //! Sending a Chat Completions request and turning its SSE stream into events.
 
 use crate::body::{Api, request_body};
+use crate::chunk::Chunk;
 use crate::responses::ResponsesStream;
 #[cfg(test)]
 use crate::sse::SseDecoder;
@@ -42,7 +43,7 @@ impl<'a> ChatStream<'a> {
         }
     }
 
-    fn text(&mut self, text: &str) -> Result<(), ProviderError> {
+    fn text(&mut self, text: String) -> Result<(), ProviderError> {
         for (reasoning, piece) in self.think.push(text) {
             self.send(if reasoning {
                 StreamEvent::ReasoningDelta(piece)
@@ -59,9 +60,9 @@ impl<'a> ChatStream<'a> {
             self.done = true;
             return Ok(());
         }
-        let v: Value = serde_json::from_str(data)
+        let chunk = Chunk::parse(data)
             .map_err(|e| ProviderError::Network(format!("malformed stream chunk: {e}")))?;
-        if let Some(err) = v.get("error") {
+        if let Some(err) = chunk.error {
             let msg = err
                 .get("message")
                 .and_then(Value::as_str)
@@ -72,46 +73,30 @@ impl<'a> ChatStream<'a> {
                 message: msg,
             }));
         }
-        if let Some(choice) = v.get("choices").and_then(|c| c.get(0)) {
-            let delta = choice.get("delta").cloned().unwrap_or(Value::Null);
-            for key in ["reasoning_content", "reasoning"] {
-                if let Some(r) = delta
-                    .get(key)
-                    .and_then(Value::as_str)
-                    .filter(|s| !s.is_empty())
-                {
-                    self.send(StreamEvent::ReasoningDelta(r.to_string()))?;
+        if let Some(choice) = chunk.choices.into_iter().next() {
+            let delta = choice.delta.unwrap_or_default();
+            for r in [delta.reasoning_content, delta.reasoning] {
+                if let Some(r) = r.filter(|s| !s.is_empty()) {
+                    self.send(StreamEvent::ReasoningDelta(r))?;
                 }
             }
-            if let Some(t) = delta
-                .get("content")
-                .and_then(Value::as_str)
-                .filter(|s| !s.is_empty())
-            {
+            if let Some(t) = delta.content.filter(|s| !s.is_empty()) {
                 self.text(t)?;
             }
-            if let Some(calls) = delta.get("tool_calls").and_then(Value::as_array) {
-                for (pos, c) in calls.iter().enumerate() {
-                    let index = c.get("index").and_then(Value::as_u64).unwrap_or(pos as u64) as u32;
-                    self.send(StreamEvent::ToolCallDelta(ToolCallDelta {
-                        index,
-                        id: c.get("id").and_then(Value::as_str).map(str::to_string),
-                        name: c
-                            .pointer("/function/name")
-                            .and_then(Value::as_str)
-                            .map(str::to_string),
-                        arguments_delta: c
-                            .pointer("/function/arguments")
-                            .and_then(Value::as_str)
-                            .unwrap_or("")
-                            .to_string(),
-                    }))?;
-                }
+            for (pos, c) in delta.tool_calls.unwrap_or_default().into_iter().enumerate() {
+                let index = c.index.unwrap_or(pos as u64) as u32;
+                let function = c.function.unwrap_or_default();
+                self.send(StreamEvent::ToolCallDelta(ToolCallDelta {
+                    index,
+                    id: c.id,
+                    name: function.name,
+                    arguments_delta: function.arguments.unwrap_or_default(),
+                }))?;
             }
-            if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
+            if let Some(reason) = choice.finish_reason {
                 self.flush_think()?;
                 self.finished = true;
-                self.send(StreamEvent::Finish(match reason {
+                self.send(StreamEvent::Finish(match reason.as_str() {
                     "stop" => FinishReason::Stop,
                     "tool_calls" | "function_call" => FinishReason::ToolCalls,
                     "length" => FinishReason::Length,
@@ -120,13 +105,13 @@ impl<'a> ChatStream<'a> {
                 }))?;
             }
         }
-        if let Some(u) = v.get("usage").filter(|u| !u.is_null()) {
-            let n = |p: &str| u.pointer(p).and_then(Value::as_u64).unwrap_or(0) as u32;
+        if let Some(u) = chunk.usage {
+            let n = |v: Option<u64>| v.unwrap_or(0) as u32;
             self.send(StreamEvent::Usage(Usage {
-                prompt_tokens: n("/prompt_tokens"),
-                completion_tokens: n("/completion_tokens"),
-                cached_tokens: n("/prompt_tokens_details/cached_tokens"),
-                reasoning_tokens: n("/completion_tokens_details/reasoning_tokens"),
+                prompt_tokens: n(u.prompt_tokens),
+                completion_tokens: n(u.completion_tokens),
+                cached_tokens: n(u.prompt_tokens_details.and_then(|d| d.cached_tokens)),
+                reasoning_tokens: n(u.completion_tokens_details.and_then(|d| d.reasoning_tokens)),
             }))?;
         }
         Ok(())
