@@ -56,21 +56,31 @@ async fn run(
         let chunk: Vec<String> = contents[w * TURNS / WRITERS..(w + 1) * TURNS / WRITERS].to_vec();
         tasks.push(tokio::spawn(async move {
             let ws = ws(&db).await;
+            let mut lat = Vec::with_capacity(chunk.len());
             for c in chunk {
+                let t = Instant::now();
                 db.save_turn(&ws, &NewTurn::text(Role::Assistant, c))
                     .await
                     .unwrap();
+                lat.push(t.elapsed());
             }
+            lat
         }));
     }
+    let mut lat = Vec::with_capacity(TURNS);
     for task in tasks {
-        task.await.unwrap();
+        lat.extend(task.await.unwrap());
     }
     let conc_time = t.elapsed();
+    lat.sort();
     println!(
-        "{label}: insert {TURNS} turns, {WRITERS} concurrent writers: {:.2} s ({:.0} turns/s)",
+        "{label}: insert {TURNS} turns, {WRITERS} concurrent writers: {:.2} s ({:.0} turns/s); \
+         one save p50 {:.3} ms, p99 {:.3} ms, max {:.1} ms",
         conc_time.as_secs_f64(),
-        TURNS as f64 / conc_time.as_secs_f64()
+        TURNS as f64 / conc_time.as_secs_f64(),
+        pct(&lat, 0.5).as_secs_f64() * 1e3,
+        pct(&lat, 0.99).as_secs_f64() * 1e3,
+        lat.last().map_or(0.0, |d| d.as_secs_f64() * 1e3)
     );
 
     // 3. FTS over the first 100k rows (the single writer's workstream).

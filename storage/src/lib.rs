@@ -18,6 +18,7 @@ mod migrate;
 mod ops;
 pub mod postgres;
 pub mod sqlite;
+mod sqlite_busy;
 pub mod types;
 pub mod util;
 

@@ -62,11 +62,13 @@ impl SqliteStore {
             // WAL + NORMAL: a crashed or killed process loses nothing it was told
             // was saved; only an OS crash/power loss can drop the newest commits.
             .synchronous(SqliteSynchronous::Normal)
-            .busy_timeout(Duration::from_secs(30))
+            // Replaced by `sqlite_busy` once connected; this covers opening.
+            .busy_timeout(crate::sqlite_busy::BUSY_WAIT)
             .foreign_keys(true);
         let pool = SqlitePoolOptions::new()
             .max_connections(8)
             .acquire_timeout(Duration::from_secs(60))
+            .after_connect(|conn, _| Box::pin(crate::sqlite_busy::install(conn)))
             .before_acquire(|conn, _| Box::pin(discard_if_stuck_in_transaction(conn)))
             .connect_with(opts)
             .await?;

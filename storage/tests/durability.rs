@@ -211,3 +211,27 @@ async fn a_database_from_a_newer_binary_is_refused(h: Harness) {
         "{msg}"
     );
 }
+
+/// Our commit hook replaces SQLite's automatic checkpoint, so it must
+/// checkpoint itself: without that, every commit would grow the WAL file.
+#[tokio::test]
+async fn sqlite_wal_is_checkpointed_as_commits_pile_up() {
+    with_sqlite(|h| async move {
+        let ws = published(&h.db, None).await;
+        let text = "x".repeat(2_000);
+        // Each save commits at least one 4 KiB page: 3,000 of them would make
+        // a WAL of 12 MB or more if nothing checkpointed it.
+        for i in 0..3_000 {
+            h.db.save_turn(&ws, &user(&format!("{i} {text}")))
+                .await
+                .unwrap();
+        }
+        let wal = h.cfg.path.as_ref().unwrap().with_extension("db-wal");
+        let len = std::fs::metadata(&wal).unwrap().len();
+        // Checkpoints restart the WAL at 1,000 frames (about 4 MB).
+        assert!(len < 8 << 20, "WAL grew to {len} bytes");
+        let turns = h.db.load_turns(&ws, LoadMode::Everything).await.unwrap();
+        assert_eq!(turns.len(), 3_000);
+    })
+    .await;
+}

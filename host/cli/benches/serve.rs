@@ -7,7 +7,10 @@
 //! quiet), 1,000 concurrent streaming workstreams (peak RSS, p99 time to
 //! first content), and SSE fan-out events/s.
 //!
-//! Run: `cargo bench -p turnstone --bench serve`.
+//! Run: `cargo bench -p turnstone --bench serve`. To run only some sections
+//! (for a profile), name them in `TURNSTONE_BENCH_SECTIONS`, comma-separated:
+//! `cold`, `idle`, `sequential`, `loaded`, `concurrent`, `thousand`, `fanout`;
+//! `TURNSTONE_BENCH_SEQ_TURNS` sets the sequential section's turn count (60).
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -113,10 +116,40 @@ async fn concurrent_turns(
     (ids, t.elapsed().as_secs_f64() * 1000.0, ttfc)
 }
 
+/// Whether `section` runs: all do unless `TURNSTONE_BENCH_SECTIONS` names some.
+fn runs(section: &str) -> bool {
+    std::env::var("TURNSTONE_BENCH_SECTIONS")
+        .map_or(true, |v| v.split(',').any(|s| s.trim() == section))
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let args = &["--workstream-idle-timeout", "0", "--max-workstreams", "250"];
-    // Cold start to /health.
+    if runs("cold") {
+        cold_start(args).await;
+    }
+    if runs("idle") {
+        idle(args).await;
+    }
+    if runs("sequential") {
+        sequential(args).await;
+    }
+    if runs("loaded") {
+        loaded_fresh(args).await;
+    }
+    if runs("concurrent") {
+        concurrent(args).await;
+    }
+    if runs("thousand") {
+        thousand().await;
+    }
+    if runs("fanout") {
+        fanout(args).await;
+    }
+}
+
+/// Cold start to `/health`, and idle RSS just after.
+async fn cold_start(args: &[&str]) {
     let mut starts = Vec::new();
     let mut idle_rss = Vec::new();
     for _ in 0..10 {
@@ -140,7 +173,10 @@ async fn main() {
         pct(&mut starts, 0.9),
         pct(&mut idle_rss, 0.5)
     );
+}
 
+/// Idle RSS of a server left alone.
+async fn idle(args: &[&str]) {
     // Idle: started, set up, then left alone (the server trims its heap
     // once quiet).
     let srv = Server::start(vec![], "", args).await;
@@ -150,14 +186,20 @@ async fn main() {
         "idle RSS 12 s after start: {:.1} MB",
         status_kb(srv.pid(), "VmRSS:")
     );
-    drop(srv);
+}
 
-    // Sequential turns.
+/// Sequential turns on one workstream, send → `ws_state`.
+async fn sequential(args: &[&str]) {
+    let turns: usize = std::env::var("TURNSTONE_BENCH_SEQ_TURNS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(60)
+        .max(11);
     let srv = Server::start(vec![], "", args).await;
     let tok = srv.setup_admin().await;
     let ws = srv.create(&tok, json!({})).await;
     let mut lat = Vec::new();
-    for i in 0..60 {
+    for i in 0..turns {
         srv.llm.push(sse(openai::text(&["ok"])));
         let (_, total) = one_turn(&srv, &tok, &ws).await;
         if i >= 10 {
@@ -169,9 +211,10 @@ async fn main() {
         pct(&mut lat, 0.5),
         pct(&mut lat, 0.9)
     );
-    drop(srv);
+}
 
-    // RSS with 160 loaded workstreams that have not run a turn yet.
+/// RSS with 160 loaded workstreams that have not run a turn yet.
+async fn loaded_fresh(args: &[&str]) {
     let srv = Server::start(vec![], "", args).await;
     let tok = srv.setup_admin().await;
     for _ in 0..160 {
@@ -182,8 +225,10 @@ async fn main() {
         "RSS with 160 loaded workstreams (fresh): {:.1} MB",
         status_kb(srv.pid(), "VmRSS:")
     );
-    drop(srv);
+}
 
+/// 100 and 200 concurrent 500-token turns, then how soon RSS comes back down.
+async fn concurrent(args: &[&str]) {
     for n in [100usize, 200] {
         // One client address holds 2n connections here (a stream and a send
         // per workstream): lift the per-address cap that guards real servers.
@@ -228,41 +273,43 @@ async fn main() {
             );
         }
     }
+}
 
-    // 1,000 concurrent streaming workstreams, 200 tokens each (target: peak
-    // RSS ≤ 1 GB, p99 time to first content ≤ 100 ms).
-    {
-        let n = 1000;
-        let srv = Server::start(
-            vec![],
-            "[server]\nmax_connections_per_ip = 0",
-            &[
-                "--workstream-idle-timeout",
-                "0",
-                "--max-workstreams",
-                "1000",
-            ],
-        )
-        .await;
-        let tok = srv.setup_admin().await;
-        let words: Vec<String> = (0..200).map(|i| format!("w{i} ")).collect();
-        let (_, wall, mut ttfc) = concurrent_turns(
-            &srv,
-            &tok,
-            n,
-            &openai::text(&words.iter().map(String::as_str).collect::<Vec<_>>()),
-        )
-        .await;
-        println!(
-            "{n} concurrent streaming workstreams × 200 tokens: wall {wall:.0} ms, first content p50 {:.1} ms p99 {:.1} ms, \
-             peak RSS {:.1} MB",
-            pct(&mut ttfc, 0.5),
-            pct(&mut ttfc, 0.99),
-            status_kb(srv.pid(), "VmHWM:")
-        );
-    }
+/// 1,000 concurrent streaming workstreams, 200 tokens each (target: peak
+/// RSS ≤ 1 GB, p99 time to first content ≤ 100 ms).
+async fn thousand() {
+    let n = 1000;
+    let srv = Server::start(
+        vec![],
+        "[server]\nmax_connections_per_ip = 0",
+        &[
+            "--workstream-idle-timeout",
+            "0",
+            "--max-workstreams",
+            "1000",
+        ],
+    )
+    .await;
+    let tok = srv.setup_admin().await;
+    let words: Vec<String> = (0..200).map(|i| format!("w{i} ")).collect();
+    let (_, wall, mut ttfc) = concurrent_turns(
+        &srv,
+        &tok,
+        n,
+        &openai::text(&words.iter().map(String::as_str).collect::<Vec<_>>()),
+    )
+    .await;
+    println!(
+        "{n} concurrent streaming workstreams × 200 tokens: wall {wall:.0} ms, first content p50 {:.1} ms p99 {:.1} ms, \
+         peak RSS {:.1} MB",
+        pct(&mut ttfc, 0.5),
+        pct(&mut ttfc, 0.99),
+        status_kb(srv.pid(), "VmHWM:")
+    );
+}
 
-    // SSE fan-out: 50 subscribers on one workstream, one 500-delta turn.
+/// SSE fan-out: 50 subscribers on one workstream, one 500-delta turn.
+async fn fanout(args: &[&str]) {
     let srv = Server::start(vec![], "", args).await;
     let tok = srv.setup_admin().await;
     let ws = srv.create(&tok, json!({})).await;

@@ -186,9 +186,15 @@ impl Server {
         let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let (tx, rx) = std::sync::mpsc::channel();
         let keep = lines.clone();
+        // `TURNSTONE_TEST_ECHO_STDERR=1` also prints the server's log as it
+        // comes (with `RUST_LOG`, to see where a turn's time goes).
+        let echo = std::env::var_os("TURNSTONE_TEST_ECHO_STDERR").is_some();
         std::thread::spawn(move || {
             let mut tx = Some(tx);
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if echo {
+                    eprintln!("[server] {line}");
+                }
                 if let Some(addr) = line
                     .split("serving http://")
                     .nth(1)
