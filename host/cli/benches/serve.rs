@@ -116,6 +116,16 @@ async fn concurrent_turns(
     (ids, t.elapsed().as_secs_f64() * 1000.0, ttfc)
 }
 
+const SECTIONS: [&str; 7] = [
+    "cold",
+    "idle",
+    "sequential",
+    "loaded",
+    "concurrent",
+    "thousand",
+    "fanout",
+];
+
 /// Whether `section` runs: all do unless `TURNSTONE_BENCH_SECTIONS` names some.
 fn runs(section: &str) -> bool {
     std::env::var("TURNSTONE_BENCH_SECTIONS")
@@ -125,6 +135,15 @@ fn runs(section: &str) -> bool {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let args = &["--workstream-idle-timeout", "0", "--max-workstreams", "250"];
+    // A misspelt section would otherwise run nothing and print nothing.
+    if let Ok(v) = std::env::var("TURNSTONE_BENCH_SECTIONS") {
+        for s in v.split(',').map(str::trim) {
+            assert!(
+                SECTIONS.contains(&s),
+                "TURNSTONE_BENCH_SECTIONS: unknown section {s:?} (one of {SECTIONS:?})"
+            );
+        }
+    }
     if runs("cold") {
         cold_start(args).await;
     }

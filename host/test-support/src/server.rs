@@ -187,7 +187,7 @@ impl Server {
         let (tx, rx) = std::sync::mpsc::channel();
         let keep = lines.clone();
         // `TURNSTONE_TEST_ECHO_STDERR=1` also prints the server's log as it
-        // comes (with `RUST_LOG`, to see where a turn's time goes).
+        // comes (with `TURNSTONE_LOG`, to see where a turn's time goes).
         let echo = std::env::var_os("TURNSTONE_TEST_ECHO_STDERR").is_some();
         std::thread::spawn(move || {
             let mut tx = Some(tx);
