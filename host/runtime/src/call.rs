@@ -78,15 +78,28 @@ impl LoadedPlugin {
         op: impl AsyncFnOnce(&mut Store<HostState>) -> wasmtime::Result<R>,
     ) -> Result<R, CallError> {
         self.ctx.counters.call();
+        let never = CancellationToken::new();
+        let cancel = cancel.unwrap_or(&never);
+        // Wait in line for an instance slot (cancellable), then run.
+        let _slot = tokio::select! {
+            s = self.slots.admit() => s.map_err(|waited| self.at_capacity(waited)),
+            () = cancel.cancelled() => Err(CallError::Cancelled {
+                plugin: self.name().to_string(),
+            }),
+        }
+        .inspect_err(|e| {
+            if matches!(e, CallError::AtCapacity { .. }) {
+                self.ctx.counters.failure();
+                tracing::warn!(plugin = %self.name(), "{e}");
+            }
+        })?;
         // The epoch ticks (deadlines, yields) only while some call holds this.
         let _active = self.epoch.enter();
         let cancelled = Arc::new(AtomicBool::new(false));
         let mut store = self.new_store(sink, cancelled.clone())?;
         let limit = self.ctx.limits.call_timeout + WALL_GRACE;
-        let never = CancellationToken::new();
-        let cancel = cancel.unwrap_or(&never);
         let outcome = tokio::select! {
-            r = tokio::time::timeout(limit, op(&mut store)) => Some(r),
+            r = crate::admission::InstanceSlots::in_call(tokio::time::timeout(limit, op(&mut store))) => Some(r),
             () = cancel.cancelled() => None,
         };
         // Dropping the store below kills child processes and frees the instance.
@@ -111,6 +124,19 @@ impl LoadedPlugin {
             tracing::warn!(plugin = %self.name(), "{e}");
         }
         result
+    }
+
+    /// Admission to the engine's instance slots (shared by every plugin).
+    pub fn instance_slots(&self) -> &Arc<crate::admission::InstanceSlots> {
+        &self.slots
+    }
+
+    pub(crate) fn at_capacity(&self, waited: Duration) -> CallError {
+        CallError::AtCapacity {
+            plugin: self.name().to_string(),
+            capacity: self.slots.capacity(),
+            waited,
+        }
     }
 
     fn tool_pre(

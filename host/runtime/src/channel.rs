@@ -211,6 +211,12 @@ impl crate::plugin::LoadedPlugin {
         use wasmtime::UpdateDeadline;
         let pre = self.channel_v2_pre()?.clone();
         self.ctx.counters.call();
+        // An adapter holds its instance for as long as it runs.
+        let _slot = self
+            .slots
+            .admit()
+            .await
+            .map_err(|waited| self.at_capacity(waited))?;
         let _active = self.epoch.enter();
         let cancelled = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let mut store = self.new_store(Arc::new(crate::state::NullSink), cancelled.clone())?;
@@ -236,12 +242,12 @@ impl crate::plugin::LoadedPlugin {
             slice,
             base,
         });
-        let mut run = Box::pin(async {
+        let mut run = Box::pin(crate::admission::InstanceSlots::in_call(async {
             let inst = pre.instantiate_async(&mut store).await?;
             inst.turnstone_plugin0_2_0_channel()
                 .call_run(&mut store)
                 .await
-        });
+        }));
         let outcome = tokio::select! {
             r = &mut run => Some(r),
             () = async {

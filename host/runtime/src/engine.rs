@@ -14,11 +14,16 @@ pub const EPOCH_TICK: Duration = Duration::from_millis(10);
 pub struct EngineOptions {
     /// Upper bound for any single plugin's linear memory (per-plugin caps are lower).
     pub max_memory_bytes: usize,
-    /// Concurrent instances the pooling allocator reserves slots for; beyond this,
+    /// Calls admitted at once, each holding one instance; a call beyond them
+    /// waits for a slot ([`crate::admission`]). The pool reserves slots for
+    /// these plus a reserve for calls nested in them; beyond that,
     /// instantiation fails with a clear error instead of exhausting the host.
     pub max_instances: u32,
     /// Use the pooling allocator (fast instantiation). Off falls back to on-demand.
     pub pooling: bool,
+    /// How long a call waits for a free instance slot before it fails
+    /// ([`crate::admission`]).
+    pub admission_wait: Duration,
 }
 
 impl Default for EngineOptions {
@@ -30,6 +35,7 @@ impl Default for EngineOptions {
             // that many slots. A slot is reserved address space, not memory.
             max_instances: 1024,
             pooling: true,
+            admission_wait: Duration::from_secs(30),
         }
     }
 }
@@ -49,7 +55,7 @@ pub fn build_engine(opts: &EngineOptions) -> wasmtime::Result<Engine> {
     config.async_stack_zeroing(true);
     if opts.pooling {
         let mut pool = PoolingAllocationConfig::default();
-        let n = opts.max_instances;
+        let n = opts.max_instances + crate::admission::reserve_for(opts.max_instances);
         pool.total_component_instances(n);
         // A Rust std guest is a handful of core instances and one memory.
         pool.total_core_instances(n * 4);

@@ -82,6 +82,20 @@ pub enum CallError {
         /// Kind it is.
         actual: &'static str,
     },
+    /// Every instance slot stayed taken while the call waited for one: the
+    /// node is at capacity. Nothing ran; the call can be tried again.
+    #[error(
+        "plugin {plugin} was not run: all {capacity} plugin instance slots on this node stayed busy for {}s",
+        .waited.as_secs_f64()
+    )]
+    AtCapacity {
+        /// Plugin name.
+        plugin: String,
+        /// Calls the node runs at once.
+        capacity: usize,
+        /// How long the call waited.
+        waited: Duration,
+    },
     /// Instantiation or host-side failure.
     #[error("plugin {plugin}: {message}")]
     Host {

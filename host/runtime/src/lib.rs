@@ -11,6 +11,7 @@
 //! misbehaving call fails alone.
 
 pub mod adapt;
+pub mod admission;
 pub mod audit;
 pub mod bindings;
 pub mod cache;
@@ -79,6 +80,7 @@ pub struct Runtime {
     channel_linker: Linker<HostState>,
     guard_linker: Linker<HostState>,
     ticker: EpochTicker,
+    slots: std::sync::Arc<admission::InstanceSlots>,
 }
 
 fn base_linker(engine: &Engine, file_audit: bool) -> wasmtime::Result<Linker<HostState>> {
@@ -159,6 +161,10 @@ impl Runtime {
         add_agent_interfaces(&mut guard_linker).map_err(setup)?;
         let cache = ComponentCache::new(&engine, opts.cache_dir)?;
         let ticker = EpochTicker::start(&engine)?;
+        let slots = std::sync::Arc::new(admission::InstanceSlots::new(
+            opts.engine.max_instances,
+            opts.engine.admission_wait,
+        ));
         Ok(Self {
             engine,
             cache,
@@ -167,6 +173,7 @@ impl Runtime {
             channel_linker,
             guard_linker,
             ticker,
+            slots,
         })
     }
 
@@ -178,6 +185,11 @@ impl Runtime {
     /// The gate guest calls hold while they run (the epoch ticks only then).
     pub fn epoch_gate(&self) -> std::sync::Arc<engine::EpochGate> {
         self.ticker.gate()
+    }
+
+    /// Admission to the instance slots every call takes one of.
+    pub fn instance_slots(&self) -> std::sync::Arc<admission::InstanceSlots> {
+        self.slots.clone()
     }
 
     /// The component cache.

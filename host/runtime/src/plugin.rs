@@ -263,6 +263,8 @@ pub struct LoadedPlugin {
     pub(crate) engine: Engine,
     /// Held while a call runs, so the epoch ticker runs only then.
     pub(crate) epoch: std::sync::Arc<crate::engine::EpochGate>,
+    /// Admission to the engine's instance slots, shared by every plugin.
+    pub(crate) slots: std::sync::Arc<crate::admission::InstanceSlots>,
     pub(crate) pre: InstancePre,
     /// The manifest.
     pub manifest: Manifest,
@@ -454,6 +456,7 @@ impl LoadedPlugin {
         Ok(LoadedPlugin {
             engine: self.engine.clone(),
             epoch: self.epoch.clone(),
+            slots: self.slots.clone(),
             pre: self.pre.clone(),
             manifest: self.manifest.clone(),
             source: self.source.clone(),
@@ -618,6 +621,7 @@ impl Runtime {
         let mut plugin = LoadedPlugin {
             engine: self.engine().clone(),
             epoch: self.epoch_gate(),
+            slots: self.instance_slots(),
             pre,
             manifest,
             source,

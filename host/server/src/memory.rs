@@ -37,6 +37,35 @@ pub fn trim() {
     }
 }
 
+/// What the allocator holds, from glibc's `mallinfo2`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeapStats {
+    /// Bytes in live allocations (arena blocks in use plus mmapped blocks).
+    pub in_use: u64,
+    /// Bytes the allocator holds free in its arenas: resident until trimmed
+    /// or reused, so resident size minus code can exceed `in_use` by this.
+    pub free: u64,
+}
+
+/// The allocator's current totals; `None` where the allocator is not glibc's.
+/// Walks every arena under its lock, so call it at scrape rate, not per
+/// request.
+pub fn heap_stats() -> Option<HeapStats> {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // SAFETY: mallinfo2 only reads the allocator's counters.
+        let m = unsafe { libc::mallinfo2() };
+        Some(HeapStats {
+            in_use: (m.uordblks + m.hblkhd) as u64,
+            free: m.fordblks as u64,
+        })
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    {
+        None
+    }
+}
+
 /// Trims the heap once after each stretch of activity, when `metrics` has
 /// not moved for [`QUIET`]; also once after start-up (loading components
 /// leaves garbage behind). Ends with `shutdown`.

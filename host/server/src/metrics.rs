@@ -48,6 +48,8 @@ pub struct Snapshot<'a> {
     pub plugin_generation: u64,
     /// MCP servers: (name, state label, calls, failures, breaker openings).
     pub mcp: Vec<(String, &'static str, u64, u64, u64)>,
+    /// Plugin instance slots: (capacity, in use, calls waiting for one).
+    pub instance_slots: Option<(usize, usize, usize)>,
 }
 
 impl Metrics {
@@ -234,6 +236,33 @@ impl Metrics {
                     escape(&p.0)
                 );
             }
+        }
+        if let Some((capacity, in_use, waiting)) = snap.instance_slots {
+            let _ = writeln!(
+                o,
+                "# HELP turnstone_instance_slots Plugin instance slots: calls admitted at once, held by running calls, and calls waiting for one."
+            );
+            let _ = writeln!(o, "# TYPE turnstone_instance_slots gauge");
+            for (state, n) in [
+                ("capacity", capacity),
+                ("in_use", in_use),
+                ("waiting", waiting),
+            ] {
+                let _ = writeln!(o, "turnstone_instance_slots{{state=\"{state}\"}} {n}");
+            }
+        }
+        if let Some(heap) = crate::memory::heap_stats() {
+            let _ = writeln!(
+                o,
+                "# HELP turnstone_heap_bytes Heap held by the allocator: in live allocations, or free but not yet returned to the system."
+            );
+            let _ = writeln!(o, "# TYPE turnstone_heap_bytes gauge");
+            let _ = writeln!(
+                o,
+                "turnstone_heap_bytes{{state=\"in_use\"}} {}",
+                heap.in_use
+            );
+            let _ = writeln!(o, "turnstone_heap_bytes{{state=\"free\"}} {}", heap.free);
         }
         // MCP servers are plugins too; their state and counters by server.
         let _ = writeln!(o, "# TYPE turnstone_mcp_server_state gauge");

@@ -132,6 +132,10 @@ pub fn metrics_text(state: &AppState) -> String {
             (e.name(), state)
         })
         .collect();
+    let instance_slots = registry.loaded().next().map(|p| {
+        let s = p.instance_slots();
+        (s.capacity(), s.in_use(), s.waiting())
+    });
     let plugins = registry
         .loaded()
         .map(|p| {
@@ -146,6 +150,7 @@ pub fn metrics_text(state: &AppState) -> String {
         plugins,
         plugin_states,
         plugin_generation: n.mgr.deps.registry.generation(),
+        instance_slots,
         mcp: n
             .mgr
             .deps
