@@ -121,8 +121,10 @@ pub async fn load_plugins(
         .clone()
         .or(plugins.cache_dir.clone())
         .or_else(config::default_cache_dir);
+    let engine = plugins.engine_options().map_err(anyhow::Error::msg)?;
     let runtime = Runtime::new(RuntimeOptions {
         cache_dir,
+        engine,
         ..Default::default()
     })?;
     let builtin_dir = flags

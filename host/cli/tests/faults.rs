@@ -285,3 +285,115 @@ async fn postgres_restarted_mid_turn_loses_no_committed_turn_and_the_pool_recove
         );
     }
 }
+
+/// A stream slow enough to hold its instance slot while another turn asks.
+fn slow(parts: &[&str]) -> Step {
+    Step::Sse {
+        frames: openai::text(parts),
+        gap: Duration::from_millis(300),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_at_its_plugin_call_capacity_queues_or_refuses_clearly_and_recovers() {
+    // One call at a time, and no waiting: the second turn is refused while
+    // the first streams, with the reason, and runs once the slot is free.
+    let srv = Server::start(
+        vec![slow(&["first ", "reply ", "slowly"])],
+        "[plugins]\nmax_concurrent_calls = 1\nadmission_wait_secs = 0\n",
+        &[],
+    )
+    .await;
+    let tok = srv.setup_admin().await;
+    let (a, b) = (
+        srv.create(&tok, json!({})).await,
+        srv.create(&tok, json!({})).await,
+    );
+    let mut ev_a = srv
+        .events(&format!("/v1/api/workstreams/{a}/events"), &tok, None)
+        .await;
+    let mut ev_b = srv
+        .events(&format!("/v1/api/workstreams/{b}/events"), &tok, None)
+        .await;
+    assert_eq!(send(&srv, &tok, &a, "one").await.0, 200);
+    ev_a.until(10, |f| f.kind() == "content").await;
+    assert_eq!(send(&srv, &tok, &b, "two").await.0, 200);
+    let end = ev_b.turn_end().await;
+    assert_eq!(end.data["state"], "error", "{}", end.data);
+    let said: String = ev_b
+        .seen
+        .iter()
+        .filter(|f| f.kind() == "error")
+        .map(|f| f.data.to_string())
+        .collect();
+    assert!(
+        said.contains("all 1 plugin instance slots on this node stayed busy"),
+        "the client is told the node is at capacity: {said}"
+    );
+    let end = ev_a.turn_end().await;
+    assert_eq!(end.data["content"], "first reply slowly", "{}", end.data);
+    // Nothing ran for the refused turn; with the slot free it goes through.
+    srv.llm.push(sse(openai::text(&["second reply"])));
+    ev_b.reset();
+    assert_eq!(send(&srv, &tok, &b, "two again").await.0, 200);
+    let end = ev_b.turn_end().await;
+    assert_eq!(end.data["state"], "idle", "{}", end.data);
+    assert_eq!(replies(&srv, &tok, &b).await, ["second reply"]);
+    drop(srv);
+
+    // One call at a time with the default wait: the second turn waits for
+    // the first stream to end, then streams; both replies arrive whole.
+    let srv = Server::start(
+        vec![
+            slow(&["first ", "reply ", "slowly"]),
+            sse(openai::text(&["second ", "reply"])),
+        ],
+        "[plugins]\nmax_concurrent_calls = 1\n",
+        &[],
+    )
+    .await;
+    let tok = srv.setup_admin().await;
+    let (a, b) = (
+        srv.create(&tok, json!({})).await,
+        srv.create(&tok, json!({})).await,
+    );
+    let mut ev_a = srv
+        .events(&format!("/v1/api/workstreams/{a}/events"), &tok, None)
+        .await;
+    let mut ev_b = srv
+        .events(&format!("/v1/api/workstreams/{b}/events"), &tok, None)
+        .await;
+    assert_eq!(send(&srv, &tok, &a, "one").await.0, 200);
+    ev_a.until(10, |f| f.kind() == "content").await;
+    assert_eq!(send(&srv, &tok, &b, "two").await.0, 200);
+    // The second turn's model call waits in line while the first streams.
+    let mut metrics = String::new();
+    for _ in 0..50 {
+        metrics = srv
+            .http
+            .get(srv.url("/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        if metrics.contains("turnstone_instance_slots{state=\"waiting\"} 1") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        metrics.contains("turnstone_instance_slots{state=\"waiting\"} 1"),
+        "{metrics}"
+    );
+    let end_a = ev_a.turn_end().await;
+    let end_b = ev_b.turn_end().await;
+    assert_eq!(
+        end_a.data["content"], "first reply slowly",
+        "{}",
+        end_a.data
+    );
+    assert_eq!(end_b.data["state"], "idle", "{}", end_b.data);
+    assert_eq!(end_b.data["content"], "second reply", "{}", end_b.data);
+}

@@ -10,6 +10,8 @@
 //! disabled = ["word_count"]
 //! memory_mb = 256                    # default per-call memory cap
 //! timeout_secs = 120                 # default per-call deadline
+//! max_concurrent_calls = 1024        # calls run at once; more wait for a slot
+//! admission_wait_secs = 30           # ... this long, then fail
 //!
 //! [plugins.grants.word_count]        # operator grants (third-party: none by default)
 //! filesystem = [{ path = "workspace", access = "read-only" }]
@@ -67,6 +69,11 @@ pub struct PluginsConfig {
     pub memory_mb: Option<u64>,
     /// Default deadline per call, seconds.
     pub timeout_secs: Option<u64>,
+    /// Plugin calls this node runs at once (instance slots); default 1,024.
+    pub max_concurrent_calls: Option<u32>,
+    /// How long a call beyond them waits for a slot, seconds; default 30,
+    /// 0 fails such a call at once.
+    pub admission_wait_secs: Option<u64>,
     /// Operator grants by plugin name.
     #[serde(default)]
     pub grants: BTreeMap<String, Capabilities>,
@@ -93,6 +100,29 @@ impl PluginsConfig {
         &self,
     ) -> Result<crate::signing::SignaturePolicy, crate::signing::SignatureError> {
         crate::signing::SignaturePolicy::new(self.require_signatures, &self.trusted_keys)
+    }
+
+    /// The engine options these settings ask for: admission (slots and the
+    /// wait) over the defaults. Out-of-range values are an error naming the key.
+    pub fn engine_options(&self) -> Result<crate::engine::EngineOptions, String> {
+        let mut opts = crate::engine::EngineOptions::default();
+        if let Some(n) = self.max_concurrent_calls {
+            if !(1..=65_536).contains(&n) {
+                return Err(format!(
+                    "[plugins] max_concurrent_calls = {n}: must be 1 to 65536"
+                ));
+            }
+            opts.max_instances = n;
+        }
+        if let Some(w) = self.admission_wait_secs {
+            if w > 3600 {
+                return Err(format!(
+                    "[plugins] admission_wait_secs = {w}: must be 0 to 3600"
+                ));
+            }
+            opts.admission_wait = std::time::Duration::from_secs(w);
+        }
+        Ok(opts)
     }
 
     /// Where new plugins are installed (see [`PluginsConfig::install_dir`]).
@@ -162,6 +192,24 @@ pub fn expand_home(p: &std::path::Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn admission_keys_set_the_engine_options_and_bad_values_name_the_key() {
+        let cfg: PluginsConfig =
+            toml::from_str("max_concurrent_calls = 8\nadmission_wait_secs = 0").unwrap();
+        let o = cfg.engine_options().unwrap();
+        assert_eq!(o.max_instances, 8);
+        assert_eq!(o.admission_wait, Duration::ZERO);
+        let d = PluginsConfig::default().engine_options().unwrap();
+        assert_eq!(d.max_instances, 1024);
+        assert_eq!(d.admission_wait, Duration::from_secs(30));
+        let zero: PluginsConfig = toml::from_str("max_concurrent_calls = 0").unwrap();
+        let e = zero.engine_options().unwrap_err();
+        assert!(e.contains("max_concurrent_calls = 0"), "{e}");
+        let long: PluginsConfig = toml::from_str("admission_wait_secs = 7200").unwrap();
+        let e = long.engine_options().unwrap_err();
+        assert!(e.contains("admission_wait_secs = 7200"), "{e}");
+    }
 
     #[test]
     fn limits_fall_back_from_plugin_to_global_to_default() {
