@@ -5,11 +5,14 @@
 //! 500-token reply (total wall, p50/p99 time to first `content`, peak RSS),
 //! RSS after 160 loaded workstreams (and how soon it comes back down once
 //! quiet), 1,000 concurrent streaming workstreams (peak RSS, p99 time to
-//! first content), and SSE fan-out events/s.
+//! first content), 1,100 streaming turns at once on a node that admits
+//! 1,024 plugin calls (with calls beyond waiting in line, and refused at once
+//! as before admission), and SSE fan-out events/s.
 //!
 //! Run: `cargo bench -p turnstone --bench serve`. To run only some sections
 //! (for a profile), name them in `TURNSTONE_BENCH_SECTIONS`, comma-separated:
-//! `cold`, `idle`, `sequential`, `loaded`, `concurrent`, `thousand`, `fanout`;
+//! `cold`, `idle`, `sequential`, `loaded`, `concurrent`, `thousand`, `overload`,
+//! `fanout`;
 //! `TURNSTONE_BENCH_SEQ_TURNS` sets the sequential section's turn count (60).
 
 #[path = "../tests/support/mod.rs"]
@@ -19,7 +22,7 @@ use futures::future::join_all;
 use serde_json::json;
 use std::time::{Duration, Instant};
 use support::{Server, sse};
-use turnstone_scripted_llm::openai;
+use turnstone_scripted_llm::{Step, openai};
 
 fn pct(v: &mut [f64], p: f64) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
@@ -116,13 +119,14 @@ async fn concurrent_turns(
     (ids, t.elapsed().as_secs_f64() * 1000.0, ttfc)
 }
 
-const SECTIONS: [&str; 7] = [
+const SECTIONS: [&str; 8] = [
     "cold",
     "idle",
     "sequential",
     "loaded",
     "concurrent",
     "thousand",
+    "overload",
     "fanout",
 ];
 
@@ -161,6 +165,9 @@ async fn main() {
     }
     if runs("thousand") {
         thousand().await;
+    }
+    if runs("overload") {
+        overload().await;
     }
     if runs("fanout") {
         fanout(args).await;
@@ -325,6 +332,77 @@ async fn thousand() {
         pct(&mut ttfc, 0.99),
         status_kb(srv.pid(), "VmHWM:")
     );
+}
+
+/// 1,100 streaming turns at once (6 s each) on a node admitting 1,024 plugin calls:
+/// the 76 beyond wait in line for a slot (the default), or are refused at
+/// once (`admission_wait_secs = 0`, what a call beyond the pool met before
+/// admission). Counts the turns that replied and that failed.
+async fn overload() {
+    let n = 1100;
+    for (label, plugins) in [
+        ("calls beyond wait in line", ""),
+        ("calls beyond refused at once", "admission_wait_secs = 0\n"),
+    ] {
+        let config = format!("[server]\nmax_connections_per_ip = 0\n[plugins]\n{plugins}");
+        let srv = Server::start(
+            vec![],
+            &config,
+            &[
+                "--workstream-idle-timeout",
+                "0",
+                "--max-workstreams",
+                "1100",
+            ],
+        )
+        .await;
+        let tok = srv.setup_admin().await;
+        // 100 tokens 60 ms apart: every stream holds its slot for 6 s, so
+        // all 1,100 calls are in flight at once.
+        let words: Vec<String> = (0..100).map(|i| format!("w{i} ")).collect();
+        let reply = openai::text(&words.iter().map(String::as_str).collect::<Vec<_>>());
+        let mut ids = Vec::new();
+        let mut streams = Vec::new();
+        for _ in 0..n {
+            let ws = srv.create(&tok, json!({})).await;
+            srv.llm.push(Step::Sse {
+                frames: reply.clone(),
+                gap: Duration::from_millis(60),
+            });
+            let mut ev = srv
+                .events(&format!("/v1/api/workstreams/{ws}/events"), &tok, None)
+                .await;
+            for _ in 0..3 {
+                ev.next(10).await;
+            }
+            ids.push(ws);
+            streams.push(ev);
+        }
+        let t = Instant::now();
+        let ends = join_all(ids.iter().zip(streams.iter_mut()).map(|(ws, ev)| {
+            let tok = tok.as_str();
+            let srv = &srv;
+            async move {
+                srv.call(
+                    "POST",
+                    &format!("/v1/api/workstreams/{ws}/send"),
+                    Some(tok),
+                    Some(json!({"message": "go"})),
+                )
+                .await;
+                ev.turn_end().await.data["state"] == "idle"
+            }
+        }))
+        .await;
+        let wall = t.elapsed().as_secs_f64() * 1000.0;
+        let replied = ends.iter().filter(|ok| **ok).count();
+        println!(
+            "{n} streaming turns at once, 1,024 plugin calls admitted, {label}: {replied} replied, \
+             {} failed, wall {wall:.0} ms, peak RSS {:.1} MB",
+            n - replied,
+            status_kb(srv.pid(), "VmHWM:")
+        );
+    }
 }
 
 /// SSE fan-out: 50 subscribers on one workstream, one 500-delta turn.
