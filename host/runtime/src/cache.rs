@@ -1,5 +1,7 @@
 //! On-disk cache of precompiled components, keyed by sha256(component bytes) and
-//! the engine's compatibility hash, so a second start skips Cranelift.
+//! the engine's compatibility hash, so a second start skips Cranelift; and of
+//! what each tool component's `describe` returned, keyed by the same digest,
+//! so a second start does not run every tool component just to list its tools.
 //!
 //! Only files this host wrote are loaded: the cache directory is created private
 //! (0700), entries are written to a temp file and renamed, and an entry is used
@@ -13,6 +15,8 @@
 //! installation, like the binary); never a third-party plugin's directory,
 //! whose files come from its author.
 
+use crate::bindings::v0_1_0::tool::exports::turnstone::plugin::tool::ToolSpec as WitToolSpec;
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::hash::{Hash, Hasher};
 use std::io::Write;
@@ -165,6 +169,102 @@ impl ComponentCache {
             }
         }
         Ok(path)
+    }
+}
+
+/// One tool as a component's `describe` returned it (WIT 0.1.0 `tool-spec`,
+/// which never changes), as stored in the cache.
+#[derive(Serialize, Deserialize)]
+struct DescribedTool {
+    name: String,
+    description: String,
+    parameters: String,
+    task_agent: bool,
+    auto_approve: bool,
+    primary_key: Option<String>,
+    coordinator: bool,
+    interactive: bool,
+    kind_variants: Option<String>,
+    cwd_note: Option<String>,
+    workspace_note: Option<String>,
+}
+
+impl From<&WitToolSpec> for DescribedTool {
+    fn from(s: &WitToolSpec) -> Self {
+        Self {
+            name: s.name.clone(),
+            description: s.description.clone(),
+            parameters: s.parameters.clone(),
+            task_agent: s.task_agent,
+            auto_approve: s.auto_approve,
+            primary_key: s.primary_key.clone(),
+            coordinator: s.coordinator,
+            interactive: s.interactive,
+            kind_variants: s.kind_variants.clone(),
+            cwd_note: s.cwd_note.clone(),
+            workspace_note: s.workspace_note.clone(),
+        }
+    }
+}
+
+impl From<DescribedTool> for WitToolSpec {
+    fn from(s: DescribedTool) -> Self {
+        Self {
+            name: s.name,
+            description: s.description,
+            parameters: s.parameters,
+            task_agent: s.task_agent,
+            auto_approve: s.auto_approve,
+            primary_key: s.primary_key,
+            coordinator: s.coordinator,
+            interactive: s.interactive,
+            kind_variants: s.kind_variants,
+            cwd_note: s.cwd_note,
+            workspace_note: s.workspace_note,
+        }
+    }
+}
+
+impl ComponentCache {
+    /// Where the `describe` output of the component with this sha256 (hex)
+    /// is kept.
+    fn described_path(&self, wasm_sha256: &str) -> Option<PathBuf> {
+        self.dir
+            .as_ref()
+            .map(|d| d.join(format!("{wasm_sha256}.describe-v1.json")))
+    }
+
+    /// The tools the component with this sha256 described when this host
+    /// last ran its `describe`, if that was cached (same trust rule as the
+    /// compiled entries). Blocking.
+    pub fn load_described(&self, wasm_sha256: &str) -> Option<Vec<WitToolSpec>> {
+        let path = self.described_path(wasm_sha256)?;
+        if !trusted_entry(&path, false) {
+            return None;
+        }
+        let parsed = std::fs::read(&path)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Vec<DescribedTool>>(&b).ok());
+        if parsed.is_none() {
+            tracing::warn!(path = %path.display(), "discarding unreadable describe cache entry");
+            let _ = std::fs::remove_file(&path);
+        }
+        Some(parsed?.into_iter().map(Into::into).collect())
+    }
+
+    /// Keeps what `describe` returned for the component with this sha256.
+    /// Blocking; a failure to write only costs a `describe` next start.
+    pub fn store_described(&self, wasm_sha256: &str, specs: &[WitToolSpec]) {
+        let Some(path) = self.described_path(wasm_sha256) else {
+            return;
+        };
+        let tools: Vec<DescribedTool> = specs.iter().map(Into::into).collect();
+        let written = serde_json::to_vec(&tools)
+            .map_err(std::io::Error::other)
+            .and_then(|bytes| write_entry(&path, &bytes));
+        if let Err(e) = written {
+            tracing::warn!(path = %path.display(), error = %e, "could not write describe cache entry");
+        }
     }
 }
 

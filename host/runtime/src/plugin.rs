@@ -520,12 +520,18 @@ impl Runtime {
         let cache = self.cache().clone();
         // Only a built-in's directory may hold a precompiled entry (see cache.rs).
         let shipped = source.builtin.then(|| source.dir.clone());
-        let (component, compile_source) = tokio::task::spawn_blocking(move || {
-            cache.load_shipped(&engine, &wasm, shipped.as_deref())
+        let digest = wasm_sha256.clone();
+        // A tool component's cached `describe` output is read on the same
+        // blocking thread (none for other kinds: the lookup finds nothing).
+        let (loaded, described) = tokio::task::spawn_blocking(move || {
+            let loaded = cache.load_shipped(&engine, &wasm, shipped.as_deref());
+            let described = loaded.is_ok().then(|| cache.load_described(&digest));
+            (loaded, described.flatten())
         })
         .await
-        .map_err(|e| LoadError::Invalid(format!("compile task failed: {e}")))?
-        .map_err(|e| LoadError::Compile(format!("{e:#}")))?;
+        .map_err(|e| LoadError::Invalid(format!("compile task failed: {e}")))?;
+        let (component, compile_source) =
+            loaded.map_err(|e| LoadError::Compile(format!("{e:#}")))?;
 
         let world = detect_world(self.engine(), &component)?;
         let kind = world.kind;
@@ -632,10 +638,28 @@ impl Runtime {
             skipped_grants,
         };
         if kind == PluginKind::Tool {
-            let raw = plugin
-                .describe()
-                .await
-                .map_err(|e| LoadError::Describe(e.to_string()))?;
+            // The tools a component describes depend on its bytes alone (as
+            // `rebind` assumes), so a start with a warm cache skips running
+            // every tool component just to ask: the instance, its memory and
+            // the code pages it would touch stay out of an idle host.
+            let raw = match described {
+                Some(raw) => raw,
+                None => {
+                    let raw = plugin
+                        .describe()
+                        .await
+                        .map_err(|e| LoadError::Describe(e.to_string()))?;
+                    let (cache, digest, specs) = (
+                        self.cache().clone(),
+                        plugin.wasm_sha256.clone(),
+                        raw.clone(),
+                    );
+                    let _ =
+                        tokio::task::spawn_blocking(move || cache.store_described(&digest, &specs))
+                            .await;
+                    raw
+                }
+            };
             let mut tools = Vec::with_capacity(raw.len());
             for spec in raw {
                 let spec = convert_spec(spec)?;

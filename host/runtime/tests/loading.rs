@@ -181,8 +181,7 @@ async fn second_load_comes_from_the_cache_without_recompiling() {
         .await
         .unwrap();
     assert_eq!(p1.compile_source, CompileSource::Compiled);
-    let entries: Vec<_> = std::fs::read_dir(cache.path()).unwrap().collect();
-    assert_eq!(entries.len(), 1, "one .cwasm written");
+    assert_eq!(cwasm_entries(cache.path()).len(), 1, "one .cwasm written");
     drop(p1);
     drop(first);
 
@@ -204,12 +203,7 @@ async fn second_load_comes_from_the_cache_without_recompiling() {
     assert!(out.output.contains("words: 2"));
 
     // A cache entry that anyone could have written is not trusted: recompiled.
-    let entry = std::fs::read_dir(cache.path())
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
+    let entry = cwasm_entries(cache.path()).remove(0);
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&entry, std::fs::Permissions::from_mode(0o666)).unwrap();
     let p3 = second
@@ -240,6 +234,72 @@ async fn second_load_comes_from_the_cache_without_recompiling() {
         .await
         .unwrap();
     assert_eq!(p5.compile_source, CompileSource::Cache);
+}
+
+/// The compiled entries in a cache directory.
+fn cwasm_entries(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "cwasm"))
+        .collect()
+}
+
+/// A second load of a tool component takes its tools from the cache
+/// instead of running the component's `describe`; an entry that is not
+/// trustworthy or not readable is ignored and `describe` runs again.
+#[tokio::test]
+async fn a_second_load_takes_the_described_tools_from_the_cache() {
+    let cache = tempfile::tempdir().unwrap();
+    let load = |rt: Runtime| async move {
+        rt.load(
+            source("example-plugins", "word_count", false),
+            PluginSettings::default(),
+        )
+        .await
+        .unwrap()
+    };
+    // First start: `describe` runs once (one call) and its output is kept.
+    let p1 = load(fresh_runtime(cache.path())).await;
+    assert_eq!(p1.ctx.counters.calls(), 1, "describe ran");
+    let described: Vec<_> = std::fs::read_dir(cache.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with(".describe-v1.json"))
+        .collect();
+    assert_eq!(described.len(), 1, "{described:?}");
+    assert!(
+        described[0]
+            .to_string_lossy()
+            .contains(p1.wasm_sha256.as_str())
+    );
+
+    // Restart: the same tools, and the component was not run to get them.
+    let p2 = load(fresh_runtime(cache.path())).await;
+    assert_eq!(p2.ctx.counters.calls(), 0, "describe did not run");
+    assert_eq!(p2.tools, p1.tools);
+    let (_t, ws) = workspace();
+    let out = p2
+        .execute("word_count", r#"{"text":"a b c"}"#, &ctx(&ws), sink(), None)
+        .await
+        .unwrap();
+    assert!(out.output.contains("words: 3"), "{}", out.output);
+
+    // Writable by others: not trusted, so `describe` runs again.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&described[0], std::fs::Permissions::from_mode(0o666)).unwrap();
+    let p3 = load(fresh_runtime(cache.path())).await;
+    assert_eq!(p3.ctx.counters.calls(), 1, "an untrusted entry is ignored");
+    assert_eq!(p3.tools, p1.tools);
+
+    // Unreadable JSON: discarded, `describe` runs and rewrites it.
+    std::fs::write(&described[0], b"{not json").unwrap();
+    std::fs::set_permissions(&described[0], std::fs::Permissions::from_mode(0o600)).unwrap();
+    let p4 = load(fresh_runtime(cache.path())).await;
+    assert_eq!(p4.ctx.counters.calls(), 1, "a corrupt entry is ignored");
+    let p5 = load(fresh_runtime(cache.path())).await;
+    assert_eq!(p5.ctx.counters.calls(), 0, "the rewritten entry is used");
+    assert_eq!(p5.tools, p1.tools);
 }
 
 /// `plugins precompile` writes a built-in's machine code beside it: a start
