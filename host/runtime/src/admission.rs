@@ -105,6 +105,20 @@ impl InstanceSlots {
     pub async fn in_call<F: Future>(fut: F) -> F::Output {
         IN_CALL.scope((), fut).await
     }
+
+    /// `fut`, marked as inside a call when the current task is: for work a
+    /// call hands to a task of its own, which would otherwise wait for the
+    /// slot its caller holds. Call it where the task is spawned.
+    pub fn inherit<F: Future>(fut: F) -> impl Future<Output = F::Output> {
+        let inside = IN_CALL.try_with(|_| ()).is_ok();
+        async move {
+            if inside {
+                IN_CALL.scope((), fut).await
+            } else {
+                fut.await
+            }
+        }
+    }
 }
 
 /// One waiting call, counted while it lives.
@@ -169,6 +183,31 @@ mod tests {
             "no slot was free: it runs on the reserve"
         );
         assert!(started.elapsed() < Duration::from_secs(1));
+    }
+
+    #[tokio::test]
+    async fn spawned_work_inherits_being_inside_a_call() {
+        let slots = Arc::new(InstanceSlots::new(1, Duration::from_secs(30)));
+        let _outer = slots.admit().await.unwrap();
+        let s = slots.clone();
+        let inner = InstanceSlots::in_call(async move {
+            tokio::spawn(InstanceSlots::inherit(async move { s.admit().await }))
+                .await
+                .unwrap()
+        })
+        .await
+        .unwrap();
+        assert!(inner.on_reserve(), "the spawned call did not wait");
+        // Outside any call, inherit changes nothing: the call waits.
+        let s = slots.clone();
+        let waited = tokio::time::timeout(
+            Duration::from_millis(50),
+            tokio::spawn(InstanceSlots::inherit(async move {
+                s.admit().await.map(|_| ())
+            })),
+        )
+        .await;
+        assert!(waited.is_err(), "a call outside waits for the slot");
     }
 
     #[test]

@@ -226,19 +226,23 @@ impl From<DescribedTool> for WitToolSpec {
 }
 
 impl ComponentCache {
-    /// Where the `describe` output of the component with this sha256 (hex)
-    /// is kept.
-    fn described_path(&self, wasm_sha256: &str) -> Option<PathBuf> {
+    /// Where the `describe` output for `key` (the component's sha256 and a
+    /// digest of its settings, both hex) is kept.
+    fn described_path(&self, key: &str) -> Option<PathBuf> {
+        let safe = !key.is_empty() && key.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-');
+        if !safe {
+            return None;
+        }
         self.dir
             .as_ref()
-            .map(|d| d.join(format!("{wasm_sha256}.describe-v1.json")))
+            .map(|d| d.join(format!("{key}.describe-v1.json")))
     }
 
-    /// The tools the component with this sha256 described when this host
-    /// last ran its `describe`, if that was cached (same trust rule as the
-    /// compiled entries). Blocking.
-    pub fn load_described(&self, wasm_sha256: &str) -> Option<Vec<WitToolSpec>> {
-        let path = self.described_path(wasm_sha256)?;
+    /// The tools a component described when this host last ran its
+    /// `describe` with the same settings (`key`), if that was cached (same
+    /// trust rule as the compiled entries). Blocking.
+    pub fn load_described(&self, key: &str) -> Option<Vec<WitToolSpec>> {
+        let path = self.described_path(key)?;
         if !trusted_entry(&path, false) {
             return None;
         }
@@ -252,10 +256,10 @@ impl ComponentCache {
         Some(parsed?.into_iter().map(Into::into).collect())
     }
 
-    /// Keeps what `describe` returned for the component with this sha256.
-    /// Blocking; a failure to write only costs a `describe` next start.
-    pub fn store_described(&self, wasm_sha256: &str, specs: &[WitToolSpec]) {
-        let Some(path) = self.described_path(wasm_sha256) else {
+    /// Keeps what `describe` returned for `key`. Blocking; a failure to
+    /// write only costs a `describe` next start.
+    pub fn store_described(&self, key: &str, specs: &[WitToolSpec]) {
+        let Some(path) = self.described_path(key) else {
             return;
         };
         let tools: Vec<DescribedTool> = specs.iter().map(Into::into).collect();

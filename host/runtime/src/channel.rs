@@ -211,12 +211,18 @@ impl crate::plugin::LoadedPlugin {
         use wasmtime::UpdateDeadline;
         let pre = self.channel_v2_pre()?.clone();
         self.ctx.counters.call();
-        // An adapter holds its instance for as long as it runs.
-        let _slot = self
-            .slots
-            .admit()
-            .await
-            .map_err(|waited| self.at_capacity(waited))?;
+        // An adapter holds its instance for as long as it runs; stopping it
+        // while it waits for one ends the wait, and it never starts.
+        let stopped = link.stop_token();
+        let _slot = tokio::select! {
+            s = self.slots.admit() => s.map_err(|waited| {
+                let e = self.at_capacity(waited);
+                self.ctx.counters.failure();
+                tracing::warn!(plugin = %self.name(), "{e}");
+                e
+            })?,
+            () = stopped.cancelled() => return Ok(Ok(())),
+        };
         let _active = self.epoch.enter();
         let cancelled = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let mut store = self.new_store(Arc::new(crate::state::NullSink), cancelled.clone())?;

@@ -107,9 +107,12 @@ impl PluginsConfig {
     pub fn engine_options(&self) -> Result<crate::engine::EngineOptions, String> {
         let mut opts = crate::engine::EngineOptions::default();
         if let Some(n) = self.max_concurrent_calls {
-            if !(1..=65_536).contains(&n) {
+            // Each slot reserves address space for two memories with their
+            // guard regions (several GiB); past ~16k slots the pool no longer
+            // fits in a 47-bit address space.
+            if !(1..=8_192).contains(&n) {
                 return Err(format!(
-                    "[plugins] max_concurrent_calls = {n}: must be 1 to 65536"
+                    "[plugins] max_concurrent_calls = {n}: must be 1 to 8192"
                 ));
             }
             opts.max_instances = n;
@@ -206,6 +209,9 @@ mod tests {
         let zero: PluginsConfig = toml::from_str("max_concurrent_calls = 0").unwrap();
         let e = zero.engine_options().unwrap_err();
         assert!(e.contains("max_concurrent_calls = 0"), "{e}");
+        let huge: PluginsConfig = toml::from_str("max_concurrent_calls = 65536").unwrap();
+        let e = huge.engine_options().unwrap_err();
+        assert!(e.contains("must be 1 to 8192"), "{e}");
         let long: PluginsConfig = toml::from_str("admission_wait_secs = 7200").unwrap();
         let e = long.engine_options().unwrap_err();
         assert!(e.contains("admission_wait_secs = 7200"), "{e}");

@@ -516,11 +516,28 @@ impl Runtime {
             ));
         }
         let wasm_sha256 = hex::encode(Sha256::digest(&wasm));
+        // What `describe` sees besides the bytes: a cached answer is used
+        // only for the same settings, so one that depends on config (or an
+        // instance that no longer starts under new limits) is asked again.
+        let described_key = format!(
+            "{wasm_sha256}-{}",
+            &hex::encode(Sha256::digest(
+                format!(
+                    "{}|{:?}|{:?}|{:?}|{:?}",
+                    source.builtin,
+                    settings.grant,
+                    settings.config,
+                    settings.limits,
+                    settings.workspace
+                )
+                .as_bytes()
+            ))[..16]
+        );
         let engine = self.engine().clone();
         let cache = self.cache().clone();
         // Only a built-in's directory may hold a precompiled entry (see cache.rs).
         let shipped = source.builtin.then(|| source.dir.clone());
-        let digest = wasm_sha256.clone();
+        let digest = described_key.clone();
         // A tool component's cached `describe` output is read on the same
         // blocking thread (none for other kinds: the lookup finds nothing).
         let (loaded, described) = tokio::task::spawn_blocking(move || {
@@ -638,8 +655,9 @@ impl Runtime {
             skipped_grants,
         };
         if kind == PluginKind::Tool {
-            // The tools a component describes depend on its bytes alone (as
-            // `rebind` assumes), so a start with a warm cache skips running
+            // The tools a component describes depend on its bytes and
+            // settings (`rebind` assumes not even on those), so a start with
+            // a warm cache skips running
             // every tool component just to ask: the instance, its memory and
             // the code pages it would touch stay out of an idle host.
             let raw = match described {
@@ -649,11 +667,8 @@ impl Runtime {
                         .describe()
                         .await
                         .map_err(|e| LoadError::Describe(e.to_string()))?;
-                    let (cache, digest, specs) = (
-                        self.cache().clone(),
-                        plugin.wasm_sha256.clone(),
-                        raw.clone(),
-                    );
+                    let (cache, digest, specs) =
+                        (self.cache().clone(), described_key.clone(), raw.clone());
                     let _ =
                         tokio::task::spawn_blocking(move || cache.store_described(&digest, &specs))
                             .await;

@@ -25,6 +25,15 @@ fn runtime_with(slots: u32, wait: Duration) -> Runtime {
     .unwrap()
 }
 
+/// Waits (up to 5 s, else fails) until `cond` holds.
+async fn eventually(cond: impl Fn() -> bool) {
+    let started = Instant::now();
+    while !cond() {
+        assert!(started.elapsed() < Duration::from_secs(5), "never happened");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 async fn sleeper(rt: &Runtime) -> Arc<LoadedPlugin> {
     Arc::new(load(rt, "test-components", "hostile", Default::default()).await)
 }
@@ -115,14 +124,10 @@ async fn a_call_waiting_for_a_slot_can_be_cancelled() {
     let rt = runtime_with(1, Duration::from_secs(30));
     let p = sleeper(&rt).await;
     let holder = tokio::spawn(sleep_call(p.clone(), 1500, None));
-    while p.instance_slots().in_use() == 0 {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    eventually(|| p.instance_slots().in_use() == 1).await;
     let cancel = CancellationToken::new();
     let waiter = tokio::spawn(sleep_call(p.clone(), 10, Some(cancel.clone())));
-    while p.instance_slots().waiting() == 0 {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    eventually(|| p.instance_slots().waiting() == 1).await;
     let asked = Instant::now();
     cancel.cancel();
     let err = waiter.await.unwrap().unwrap_err();

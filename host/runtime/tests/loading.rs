@@ -300,6 +300,19 @@ async fn a_second_load_takes_the_described_tools_from_the_cache() {
     let p5 = load(fresh_runtime(cache.path())).await;
     assert_eq!(p5.ctx.counters.calls(), 0, "the rewritten entry is used");
     assert_eq!(p5.tools, p1.tools);
+
+    // Other settings (config a describe could read): asked again.
+    let p6 = fresh_runtime(cache.path())
+        .load(
+            source("example-plugins", "word_count", false),
+            PluginSettings {
+                config: [("mode".to_string(), "strict".to_string())].into(),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(p6.ctx.counters.calls(), 1, "other settings, other entry");
 }
 
 /// `plugins precompile` writes a built-in's machine code beside it: a start

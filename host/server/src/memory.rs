@@ -47,10 +47,28 @@ pub struct HeapStats {
     pub free: u64,
 }
 
-/// The allocator's current totals; `None` where the allocator is not glibc's.
-/// Walks every arena under its lock, so call it at scrape rate, not per
-/// request.
+/// How long one reading of the allocator's totals is served.
+const HEAP_STATS_TTL: Duration = Duration::from_secs(2);
+
+/// The allocator's totals, read at most every [`HEAP_STATS_TTL`]: reading
+/// them locks and walks every arena, and `/metrics` is public, so a client
+/// polling it must not slow every allocation in the process. `None` where
+/// the allocator is not glibc's.
 pub fn heap_stats() -> Option<HeapStats> {
+    static LAST: std::sync::Mutex<Option<(std::time::Instant, Option<HeapStats>)>> =
+        std::sync::Mutex::new(None);
+    let mut last = LAST.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((at, stats)) = *last
+        && at.elapsed() < HEAP_STATS_TTL
+    {
+        return stats;
+    }
+    let stats = read_heap_stats();
+    *last = Some((std::time::Instant::now(), stats));
+    stats
+}
+
+fn read_heap_stats() -> Option<HeapStats> {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
         // SAFETY: mallinfo2 only reads the allocator's counters.

@@ -344,13 +344,17 @@ impl ChatSession {
                     settings.clone(),
                     judge_token.clone(),
                 );
-                tokio::spawn(async move {
-                    let out = tokio::select! {
-                        o = judge::llm_verdict(guard, facts, model, model_name, &settings, token.clone()) => o,
-                        () = token.cancelled() => return,
-                    };
-                    let _ = tx.send((i, out));
-                });
+                // A sub-agent's judge runs inside its parent tool's call:
+                // it must not wait for the slot that call holds.
+                tokio::spawn(turnstone_runtime::admission::InstanceSlots::inherit(
+                    async move {
+                        let out = tokio::select! {
+                            o = judge::llm_verdict(guard, facts, model, model_name, &settings, token.clone()) => o,
+                            () = token.cancelled() => return,
+                        };
+                        let _ = tx.send((i, out));
+                    },
+                ));
             }
         }
         drop(tx);
