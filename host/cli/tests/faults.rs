@@ -294,6 +294,29 @@ fn slow(parts: &[&str]) -> Step {
     }
 }
 
+/// Two workstreams with their streams open; the first's turn is streaming
+/// (it holds the node's one slot) when the second's is sent. Returns the
+/// token, the second workstream and both streams.
+async fn second_turn_while_first_streams(
+    srv: &Server,
+) -> (String, String, support::Events, support::Events) {
+    let tok = srv.setup_admin().await;
+    let (a, b) = (
+        srv.create(&tok, json!({})).await,
+        srv.create(&tok, json!({})).await,
+    );
+    let mut ev_a = srv
+        .events(&format!("/v1/api/workstreams/{a}/events"), &tok, None)
+        .await;
+    let ev_b = srv
+        .events(&format!("/v1/api/workstreams/{b}/events"), &tok, None)
+        .await;
+    assert_eq!(send(srv, &tok, &a, "one").await.0, 200);
+    ev_a.until(10, |f| f.kind() == "content").await;
+    assert_eq!(send(srv, &tok, &b, "two").await.0, 200);
+    (tok, b, ev_a, ev_b)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_at_its_plugin_call_capacity_queues_or_refuses_clearly_and_recovers() {
     // One call at a time, and no waiting: the second turn is refused while
@@ -304,20 +327,7 @@ async fn a_node_at_its_plugin_call_capacity_queues_or_refuses_clearly_and_recove
         &[],
     )
     .await;
-    let tok = srv.setup_admin().await;
-    let (a, b) = (
-        srv.create(&tok, json!({})).await,
-        srv.create(&tok, json!({})).await,
-    );
-    let mut ev_a = srv
-        .events(&format!("/v1/api/workstreams/{a}/events"), &tok, None)
-        .await;
-    let mut ev_b = srv
-        .events(&format!("/v1/api/workstreams/{b}/events"), &tok, None)
-        .await;
-    assert_eq!(send(&srv, &tok, &a, "one").await.0, 200);
-    ev_a.until(10, |f| f.kind() == "content").await;
-    assert_eq!(send(&srv, &tok, &b, "two").await.0, 200);
+    let (tok, b, mut ev_a, mut ev_b) = second_turn_while_first_streams(&srv).await;
     let end = ev_b.turn_end().await;
     assert_eq!(end.data["state"], "error", "{}", end.data);
     let said: String = ev_b
@@ -352,32 +362,11 @@ async fn a_node_at_its_plugin_call_capacity_queues_or_refuses_clearly_and_recove
         &[],
     )
     .await;
-    let tok = srv.setup_admin().await;
-    let (a, b) = (
-        srv.create(&tok, json!({})).await,
-        srv.create(&tok, json!({})).await,
-    );
-    let mut ev_a = srv
-        .events(&format!("/v1/api/workstreams/{a}/events"), &tok, None)
-        .await;
-    let mut ev_b = srv
-        .events(&format!("/v1/api/workstreams/{b}/events"), &tok, None)
-        .await;
-    assert_eq!(send(&srv, &tok, &a, "one").await.0, 200);
-    ev_a.until(10, |f| f.kind() == "content").await;
-    assert_eq!(send(&srv, &tok, &b, "two").await.0, 200);
+    let (_, _, mut ev_a, mut ev_b) = second_turn_while_first_streams(&srv).await;
     // The second turn's model call waits in line while the first streams.
     let mut metrics = String::new();
     for _ in 0..50 {
-        metrics = srv
-            .http
-            .get(srv.url("/metrics"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        metrics = srv.metrics().await;
         if metrics.contains("turnstone_instance_slots{state=\"waiting\"} 1") {
             break;
         }

@@ -287,6 +287,12 @@ impl Server {
         (status, v)
     }
 
+    /// The `/metrics` text (public: no token).
+    pub async fn metrics(&self) -> String {
+        let resp = self.http.get(self.url("/metrics")).send().await.unwrap();
+        resp.text().await.unwrap()
+    }
+
     /// Raw body POST (for malformed JSON).
     pub async fn post_raw(&self, path: &str, token: &str, body: &str) -> (u16, Value) {
         let resp = self
