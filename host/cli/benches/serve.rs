@@ -70,22 +70,20 @@ async fn one_turn(srv: &Server, tok: &str, ws: &str) -> (f64, f64) {
     (ttfc, t.elapsed().as_secs_f64() * 1000.0)
 }
 
-/// `n` workstreams, each with its event stream open and `reply` queued;
-/// then every one sends at once. Returns the workstream ids, the wall time
-/// from the first send to the last `ws_state` (ms), and each turn's time to
-/// first `content` (ms).
-async fn concurrent_turns(
+/// `n` new workstreams, one scripted reply (`step`) queued for each, and
+/// their event streams open past the initial frames: the clock of a
+/// concurrent section starts after this, at the first send.
+async fn ready_workstreams(
     srv: &Server,
     tok: &str,
     n: usize,
-    reply: &[String],
-) -> (Vec<String>, f64, Vec<f64>) {
+    step: impl Fn() -> Step,
+) -> (Vec<String>, Vec<support::Events>) {
     let mut ids = Vec::new();
     for _ in 0..n {
         ids.push(srv.create(tok, json!({})).await);
-        srv.llm.push(sse(reply.to_vec()));
+        srv.llm.push(step());
     }
-    // Streams open first; the clock starts at the first send.
     let mut streams = Vec::new();
     for ws in &ids {
         let mut ev = srv
@@ -96,6 +94,20 @@ async fn concurrent_turns(
         }
         streams.push(ev);
     }
+    (ids, streams)
+}
+
+/// `n` workstreams, each with its event stream open and `reply` queued;
+/// then every one sends at once. Returns the workstream ids, the wall time
+/// from the first send to the last `ws_state` (ms), and each turn's time to
+/// first `content` (ms).
+async fn concurrent_turns(
+    srv: &Server,
+    tok: &str,
+    n: usize,
+    reply: &[String],
+) -> (Vec<String>, f64, Vec<f64>) {
+    let (ids, mut streams) = ready_workstreams(srv, tok, n, || sse(reply.to_vec())).await;
     let t = Instant::now();
     let ttfc = join_all(
         ids.iter()
@@ -361,23 +373,11 @@ async fn overload() {
         // all 1,100 calls are in flight at once.
         let words: Vec<String> = (0..100).map(|i| format!("w{i} ")).collect();
         let reply = openai::text(&words.iter().map(String::as_str).collect::<Vec<_>>());
-        let mut ids = Vec::new();
-        let mut streams = Vec::new();
-        for _ in 0..n {
-            let ws = srv.create(&tok, json!({})).await;
-            srv.llm.push(Step::Sse {
-                frames: reply.clone(),
-                gap: Duration::from_millis(60),
-            });
-            let mut ev = srv
-                .events(&format!("/v1/api/workstreams/{ws}/events"), &tok, None)
-                .await;
-            for _ in 0..3 {
-                ev.next(10).await;
-            }
-            ids.push(ws);
-            streams.push(ev);
-        }
+        let (ids, mut streams) = ready_workstreams(&srv, &tok, n, || Step::Sse {
+            frames: reply.clone(),
+            gap: Duration::from_millis(60),
+        })
+        .await;
         let t = Instant::now();
         let ends = join_all(ids.iter().zip(streams.iter_mut()).map(|(ws, ev)| {
             let tok = tok.as_str();
