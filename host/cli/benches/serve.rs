@@ -313,22 +313,25 @@ async fn concurrent(args: &[&str]) {
     }
 }
 
+/// A server for `n` loaded workstreams with their streams from one address
+/// (no per-IP cap, no idle unloading) and `extra` config; with its admin token.
+async fn many_streams_server(n: usize, extra: &str) -> (Server, String) {
+    let n = n.to_string();
+    let srv = Server::start(
+        vec![],
+        &format!("[server]\nmax_connections_per_ip = 0\n{extra}"),
+        &["--workstream-idle-timeout", "0", "--max-workstreams", &n],
+    )
+    .await;
+    let tok = srv.setup_admin().await;
+    (srv, tok)
+}
+
 /// 1,000 concurrent streaming workstreams, 200 tokens each (target: peak
 /// RSS ≤ 1 GB, p99 time to first content ≤ 100 ms).
 async fn thousand() {
     let n = 1000;
-    let srv = Server::start(
-        vec![],
-        "[server]\nmax_connections_per_ip = 0",
-        &[
-            "--workstream-idle-timeout",
-            "0",
-            "--max-workstreams",
-            "1000",
-        ],
-    )
-    .await;
-    let tok = srv.setup_admin().await;
+    let (srv, tok) = many_streams_server(n, "").await;
     let words: Vec<String> = (0..200).map(|i| format!("w{i} ")).collect();
     let (_, wall, mut ttfc) = concurrent_turns(
         &srv,
@@ -356,19 +359,7 @@ async fn overload() {
         ("calls beyond wait in line", ""),
         ("calls beyond refused at once", "admission_wait_secs = 0\n"),
     ] {
-        let config = format!("[server]\nmax_connections_per_ip = 0\n[plugins]\n{plugins}");
-        let srv = Server::start(
-            vec![],
-            &config,
-            &[
-                "--workstream-idle-timeout",
-                "0",
-                "--max-workstreams",
-                "1100",
-            ],
-        )
-        .await;
-        let tok = srv.setup_admin().await;
+        let (srv, tok) = many_streams_server(n, &format!("[plugins]\n{plugins}")).await;
         // 100 tokens 60 ms apart: every stream holds its slot for 6 s, so
         // all 1,100 calls are in flight at once.
         let words: Vec<String> = (0..100).map(|i| format!("w{i} ")).collect();
