@@ -92,9 +92,7 @@ pub fn drive_sse(
 ) -> Result<(), ProviderError> {
     let mut decoder = crate::sse::SseDecoder::default();
     while let Some(chunk) = response.next_chunk().map_err(http_error)? {
-        for data in decoder.push(&chunk) {
-            handler.handle(&data)?;
-        }
+        decoder.push_each(&chunk, |data| handler.handle(data))?;
         if handler.done() {
             return handler.end();
         }

@@ -9,7 +9,11 @@
 //!    in-process scripted server) divided by the number of turns.
 //!
 //! Run with `cargo bench -p turnstone-engine --bench engine` after
-//! `cargo xtask build-components`.
+//! `cargo xtask build-components`. To run some sections only (for a profile),
+//! name them in `TURNSTONE_BENCH_SECTIONS`, comma-separated: `turns`, `titles`,
+//! `stream`; `TURNSTONE_BENCH_STREAM_RUNS` sets the stream's runs (5).
+//! `TURNSTONE_BENCH_OPENAI_DIR` loads the openai component from another
+//! directory (another build of it, for an A/B).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -85,7 +89,24 @@ fn cpu_time() -> Duration {
     Duration::from_millis((ticks(11) + ticks(12)) * 10)
 }
 
+const SECTIONS: [&str; 3] = ["turns", "titles", "stream"];
+
+/// Whether `section` runs: all do unless `TURNSTONE_BENCH_SECTIONS` names some.
+fn runs(section: &str) -> bool {
+    std::env::var("TURNSTONE_BENCH_SECTIONS")
+        .map_or(true, |v| v.split(',').any(|s| s.trim() == section))
+}
+
 fn main() {
+    // A misspelt section would otherwise run nothing and print nothing.
+    if let Ok(v) = std::env::var("TURNSTONE_BENCH_SECTIONS") {
+        for s in v.split(',').map(str::trim) {
+            assert!(
+                SECTIONS.contains(&s),
+                "TURNSTONE_BENCH_SECTIONS: unknown section {s:?} (one of {SECTIONS:?})"
+            );
+        }
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -108,7 +129,9 @@ async fn run() {
     let provider = runtime
         .load(
             PluginSource {
-                dir: root().join("target/components/openai"),
+                // Another build of the component, for an A/B of a guest change.
+                dir: std::env::var_os("TURNSTONE_BENCH_OPENAI_DIR")
+                    .map_or_else(|| root().join("target/components/openai"), PathBuf::from),
                 builtin: true,
             },
             PluginSettings {
@@ -135,165 +158,173 @@ async fn run() {
         raw_fetch(llm.port()).await;
     }
 
-    let mut session_times = Vec::with_capacity(TURNS);
-    let mut raw_times = Vec::with_capacity(TURNS);
-    let cpu_before = cpu_time();
-    let mut session_total = Duration::ZERO;
-    for i in 0..TURNS {
-        let created = db
-            .create_workstream(&NewWorkstream::default())
-            .await
-            .expect("create");
-        db.publish_workstream(&created).await.expect("publish");
-        let mut session = ChatSession::new(
-            binding.clone(),
-            tools.clone(),
-            EventSink::with_handler(|_| {}),
-            SessionConfig::new(created.ws_id.clone(), dir.path().to_path_buf()),
-        )
-        .with_storage(db.clone(), created.ws_id);
-        llm.push(reply());
-        let t = Instant::now();
-        session.send("hi").await.expect("turn");
-        let elapsed = t.elapsed();
-        session_total += elapsed;
-        if i >= 20 {
-            session_times.push(elapsed);
+    if runs("turns") {
+        let mut session_times = Vec::with_capacity(TURNS);
+        let mut raw_times = Vec::with_capacity(TURNS);
+        let cpu_before = cpu_time();
+        let mut session_total = Duration::ZERO;
+        for i in 0..TURNS {
+            let created = db
+                .create_workstream(&NewWorkstream::default())
+                .await
+                .expect("create");
+            db.publish_workstream(&created).await.expect("publish");
+            let mut session = ChatSession::new(
+                binding.clone(),
+                tools.clone(),
+                EventSink::with_handler(|_| {}),
+                SessionConfig::new(created.ws_id.clone(), dir.path().to_path_buf()),
+            )
+            .with_storage(db.clone(), created.ws_id);
+            llm.push(reply());
+            let t = Instant::now();
+            session.send("hi").await.expect("turn");
+            let elapsed = t.elapsed();
+            session_total += elapsed;
+            if i >= 20 {
+                session_times.push(elapsed);
+            }
+            llm.push(reply());
+            let t = Instant::now();
+            raw_fetch(llm.port()).await;
+            if i >= 20 {
+                raw_times.push(t.elapsed());
+            }
         }
-        llm.push(reply());
-        let t = Instant::now();
-        raw_fetch(llm.port()).await;
-        if i >= 20 {
-            raw_times.push(t.elapsed());
+        let cpu = cpu_time() - cpu_before;
+        session_times.sort();
+        raw_times.sort();
+        let mut overheads: Vec<Duration> = session_times
+            .iter()
+            .zip(&raw_times)
+            .map(|(s, r)| s.saturating_sub(*r))
+            .collect();
+        overheads.sort();
+        println!(
+            "plain turn ({} measured turns, SQLite, openai component):",
+            session_times.len()
+        );
+        println!(
+            "  send→idle    p50 {:>9.3?}  p90 {:>9.3?}",
+            percentile(&session_times, 0.5),
+            percentile(&session_times, 0.9)
+        );
+        println!(
+            "  raw fetch    p50 {:>9.3?}  p90 {:>9.3?}",
+            percentile(&raw_times, 0.5),
+            percentile(&raw_times, 0.9)
+        );
+        println!(
+            "  overhead     p50 {:>9.3?}  p90 {:>9.3?}  (send→idle minus raw fetch, rank-matched)",
+            percentile(&overheads, 0.5),
+            percentile(&overheads, 0.9)
+        );
+        println!(
+            "  CPU per turn {:>9.3?}  (process user+sys incl. the in-process server and the raw fetches; {:.1?} wall in sessions)",
+            cpu / TURNS as u32,
+            session_total
+        );
+    }
+    if runs("titles") {
+        // Titles: the extra model call a new workstream makes after its first
+        // exchange (one per workstream), timed from the job's start to the
+        // stored title.
+        let mut title_times = Vec::new();
+        let before = llm.requests().len();
+        for _ in 0..TITLES {
+            let created = db
+                .create_workstream(&NewWorkstream::default())
+                .await
+                .expect("create");
+            db.publish_workstream(&created).await.expect("publish");
+            let mut session = ChatSession::new(
+                binding.clone(),
+                tools.clone(),
+                EventSink::with_handler(|_| {}),
+                SessionConfig::new(created.ws_id.clone(), dir.path().to_path_buf()),
+            )
+            .with_storage(db.clone(), created.ws_id.clone())
+            .with_titles(None);
+            llm.push(reply());
+            session.send("hi").await.expect("turn");
+            llm.push(step(openai::text(&["Greeting ", "the world"])));
+            let job = session.title_job().await.expect("a title is due");
+            let t = Instant::now();
+            let title = job.run().await;
+            title_times.push(t.elapsed());
+            assert_eq!(title.as_deref(), Some("Greeting the world"));
+            assert!(session.title_job().await.is_none(), "asked once");
         }
-    }
-    let cpu = cpu_time() - cpu_before;
-    session_times.sort();
-    raw_times.sort();
-    let mut overheads: Vec<Duration> = session_times
-        .iter()
-        .zip(&raw_times)
-        .map(|(s, r)| s.saturating_sub(*r))
-        .collect();
-    overheads.sort();
-    println!(
-        "plain turn ({} measured turns, SQLite, openai component):",
-        session_times.len()
-    );
-    println!(
-        "  send→idle    p50 {:>9.3?}  p90 {:>9.3?}",
-        percentile(&session_times, 0.5),
-        percentile(&session_times, 0.9)
-    );
-    println!(
-        "  raw fetch    p50 {:>9.3?}  p90 {:>9.3?}",
-        percentile(&raw_times, 0.5),
-        percentile(&raw_times, 0.9)
-    );
-    println!(
-        "  overhead     p50 {:>9.3?}  p90 {:>9.3?}  (send→idle minus raw fetch, rank-matched)",
-        percentile(&overheads, 0.5),
-        percentile(&overheads, 0.9)
-    );
-    println!(
-        "  CPU per turn {:>9.3?}  (process user+sys incl. the in-process server and the raw fetches; {:.1?} wall in sessions)",
-        cpu / TURNS as u32,
-        session_total
-    );
-
-    // Titles: the extra model call a new workstream makes after its first
-    // exchange (one per workstream), timed from the job's start to the
-    // stored title.
-    let mut title_times = Vec::new();
-    let before = llm.requests().len();
-    for _ in 0..TITLES {
-        let created = db
-            .create_workstream(&NewWorkstream::default())
-            .await
-            .expect("create");
-        db.publish_workstream(&created).await.expect("publish");
-        let mut session = ChatSession::new(
-            binding.clone(),
-            tools.clone(),
-            EventSink::with_handler(|_| {}),
-            SessionConfig::new(created.ws_id.clone(), dir.path().to_path_buf()),
-        )
-        .with_storage(db.clone(), created.ws_id.clone())
-        .with_titles(None);
-        llm.push(reply());
-        session.send("hi").await.expect("turn");
-        llm.push(step(openai::text(&["Greeting ", "the world"])));
-        let job = session.title_job().await.expect("a title is due");
-        let t = Instant::now();
-        let title = job.run().await;
-        title_times.push(t.elapsed());
-        assert_eq!(title.as_deref(), Some("Greeting the world"));
-        assert!(session.title_job().await.is_none(), "asked once");
-    }
-    let calls = llm.requests().len() - before;
-    title_times.sort();
-    println!(
-        "titles ({TITLES} new workstreams): {:.1} model calls per workstream ({} of them the title)",
-        calls as f64 / TITLES as f64,
-        (calls - TITLES) / TITLES
-    );
-    println!(
-        "  title call   p50 {:>9.3?}  p90 {:>9.3?}  (after the turn, beside the session)",
-        percentile(&title_times, 0.5),
-        percentile(&title_times, 0.9)
-    );
-
-    // Streaming throughput.
-    let words: Vec<String> = (0..STREAM_DELTAS).map(|i| format!("tok{i} ")).collect();
-    let parts: Vec<&str> = words.iter().map(String::as_str).collect();
-    let long = || step(openai::text(&parts));
-    let mut raw_runs = Vec::new();
-    let mut session_runs = Vec::new();
-    for _ in 0..5 {
-        llm.push(long());
-        let t = Instant::now();
-        let bytes = raw_fetch(llm.port()).await;
-        raw_runs.push(t.elapsed());
-        assert!(
-            bytes > STREAM_DELTAS * 20,
-            "the raw stream arrived ({bytes} bytes)"
+        let calls = llm.requests().len() - before;
+        title_times.sort();
+        println!(
+            "titles ({TITLES} new workstreams): {:.1} model calls per workstream ({} of them the title)",
+            calls as f64 / TITLES as f64,
+            (calls - TITLES) / TITLES
         );
-
-        let mut session = ChatSession::new(
-            binding.clone(),
-            tools.clone(),
-            EventSink::with_handler(|_| {}),
-            SessionConfig::new("bench_stream", dir.path().to_path_buf()),
+        println!(
+            "  title call   p50 {:>9.3?}  p90 {:>9.3?}  (after the turn, beside the session)",
+            percentile(&title_times, 0.5),
+            percentile(&title_times, 0.9)
         );
-        llm.push(long());
-        let t = Instant::now();
-        session.send("stream").await.expect("stream turn");
-        session_runs.push(t.elapsed());
-        let text = session
-            .turns()
-            .last()
-            .map(|t| t.text_content())
-            .unwrap_or_default();
-        assert_eq!(text.len(), words.iter().map(String::len).sum::<usize>());
     }
-    raw_runs.sort();
-    session_runs.sort();
-    let raw = percentile(&raw_runs, 0.5);
-    let via = percentile(&session_runs, 0.5);
-    let rate = |d: Duration| STREAM_DELTAS as f64 / d.as_secs_f64();
-    println!("streaming {STREAM_DELTAS} deltas (median of 5):");
-    println!(
-        "  raw socket           {:>9.3?}  {:>10.0} deltas/s",
-        raw,
-        rate(raw)
-    );
-    println!(
-        "  provider + session   {:>9.3?}  {:>10.0} deltas/s",
-        via,
-        rate(via)
-    );
-    println!(
-        "  ratio                {:.1} % of the raw stream",
-        rate(via) / rate(raw) * 100.0
-    );
+    if runs("stream") {
+        // Streaming throughput.
+        let words: Vec<String> = (0..STREAM_DELTAS).map(|i| format!("tok{i} ")).collect();
+        let parts: Vec<&str> = words.iter().map(String::as_str).collect();
+        let long = || step(openai::text(&parts));
+        let mut raw_runs = Vec::new();
+        let mut session_runs = Vec::new();
+        let n: usize = std::env::var("TURNSTONE_BENCH_STREAM_RUNS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(5);
+        for _ in 0..n {
+            llm.push(long());
+            let t = Instant::now();
+            let bytes = raw_fetch(llm.port()).await;
+            raw_runs.push(t.elapsed());
+            assert!(
+                bytes > STREAM_DELTAS * 20,
+                "the raw stream arrived ({bytes} bytes)"
+            );
+
+            let mut session = ChatSession::new(
+                binding.clone(),
+                tools.clone(),
+                EventSink::with_handler(|_| {}),
+                SessionConfig::new("bench_stream", dir.path().to_path_buf()),
+            );
+            llm.push(long());
+            let t = Instant::now();
+            session.send("stream").await.expect("stream turn");
+            session_runs.push(t.elapsed());
+            let text = session
+                .turns()
+                .last()
+                .map(|t| t.text_content())
+                .unwrap_or_default();
+            assert_eq!(text.len(), words.iter().map(String::len).sum::<usize>());
+        }
+        raw_runs.sort();
+        session_runs.sort();
+        let raw = percentile(&raw_runs, 0.5);
+        let via = percentile(&session_runs, 0.5);
+        let rate = |d: Duration| STREAM_DELTAS as f64 / d.as_secs_f64();
+        println!("streaming {STREAM_DELTAS} deltas (median of {n}):");
+        println!(
+            "  raw socket           {:>9.3?}  {:>10.0} deltas/s",
+            raw,
+            rate(raw)
+        );
+        println!(
+            "  provider + session   {:>9.3?}  {:>10.0} deltas/s",
+            via,
+            rate(via)
+        );
+        println!(
+            "  ratio                {:.1} % of the raw stream",
+            rate(via) / rate(raw) * 100.0
+        );
+    }
 }

@@ -53,6 +53,12 @@ pub fn build_engine(opts: &EngineOptions) -> wasmtime::Result<Engine> {
     // another left on a pooled stack, and an idle stack's pages go back to
     // the system instead of staying resident after a burst.
     config.async_stack_zeroing(true);
+    // `TURNSTONE_PERFMAP=1` names guest functions for `perf` (a
+    // /tmp/perf-<pid>.map of every loaded component's code): how a plugin
+    // author or an operator sees where a plugin's time goes.
+    if std::env::var_os("TURNSTONE_PERFMAP").is_some_and(|v| v == "1") {
+        config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+    }
     if opts.pooling {
         let mut pool = PoolingAllocationConfig::default();
         let n = opts.max_instances + crate::admission::reserve_for(opts.max_instances);
