@@ -5,6 +5,7 @@ pub mod background;
 pub(crate) mod channel_host;
 pub mod egress;
 pub(crate) mod fs_audit;
+mod h1_driver;
 pub mod kv;
 pub mod pool;
 pub mod process;

@@ -58,7 +58,9 @@ struct Key {
 }
 
 enum Sender {
-    H1(http1::SendRequest<WasiBody>),
+    /// With the handle of the task that drives the connection and pumps its
+    /// response bodies.
+    H1(http1::SendRequest<WasiBody>, super::h1_driver::Jobs),
     H2(http2::SendRequest<WasiBody>),
 }
 
@@ -129,7 +131,7 @@ impl ConnectionPool {
         let ready = match &list[at].sender {
             // An HTTP/2 connection stays in the pool for concurrent requests.
             Sender::H2(s) => return Some((Sender::H2(s.clone()), list[at].addr)),
-            Sender::H1(s) => s.is_ready(),
+            Sender::H1(s, _) => s.is_ready(),
         };
         if !ready {
             return None;
@@ -197,7 +199,7 @@ impl ConnectionPool {
         timeouts: &Timeouts,
     ) -> Result<Response, Retry> {
         match sender {
-            Sender::H1(mut s) => {
+            Sender::H1(mut s, jobs) => {
                 origin_form(&mut request).map_err(Retry::Failed)?;
                 let sent = tokio::time::timeout(timeouts.first_byte, s.try_send_request(request))
                     .await
@@ -206,8 +208,10 @@ impl ConnectionPool {
                 // Back to the pool once the body has been read to its end;
                 // a body dropped early closes the connection instead.
                 let pool = Arc::downgrade(self);
-                tokio::spawn(return_when_ready(pool, key, s, addr));
-                Ok(res.map(boxed_body))
+                let (parts, body) = res.into_parts();
+                let body = jobs.read_ahead(body.map_err(HttpError::from).boxed_unsync());
+                tokio::spawn(return_when_ready(pool, key, s, jobs, addr));
+                Ok(http::Response::from_parts(parts, body))
             }
             Sender::H2(mut s) => {
                 request.headers_mut().remove(http::header::HOST);
@@ -292,31 +296,27 @@ fn unsent_or_failed(mut e: TrySendError<http::Request<WasiBody>>) -> Retry {
 
 fn closed(s: &Sender) -> bool {
     match s {
-        Sender::H1(s) => s.is_closed(),
+        Sender::H1(s, _) => s.is_closed(),
         Sender::H2(s) => s.is_closed(),
     }
 }
 
 async fn http1_sender(io: Box<dyn AsyncStream>) -> Result<Sender, HttpError> {
     let (sender, conn) = http1::handshake(TokioIo::new(io)).await?;
-    tokio::spawn(async move {
-        if let Err(e) = conn.await {
-            tracing::debug!("HTTP/1.1 connection ended: {e}");
-        }
-    });
-    Ok(Sender::H1(sender))
+    Ok(Sender::H1(sender, super::h1_driver::spawn(conn)))
 }
 
 async fn return_when_ready(
     pool: Weak<ConnectionPool>,
     key: Key,
     mut sender: http1::SendRequest<WasiBody>,
+    jobs: super::h1_driver::Jobs,
     addr: SocketAddr,
 ) {
     if sender.ready().await.is_ok()
         && let Some(pool) = pool.upgrade()
     {
-        pool.put(key, Sender::H1(sender), addr);
+        pool.put(key, Sender::H1(sender, jobs), addr);
     }
 }
 

@@ -1,8 +1,10 @@
 //! Read-ahead for response bodies handed to guests. hyper delivers an HTTP/1
 //! body one chunk per demand, so a guest reading a stream of tiny SSE chunks
-//! would pay a cross-task round trip per chunk. A pump task keeps pulling
-//! frames into a bounded queue, and each guest read takes every data frame
-//! already queued (up to 64 KiB) at once.
+//! would pay a cross-task round trip per chunk. A pump keeps pulling frames
+//! into a bounded queue, and each guest read takes every data frame already
+//! queued (up to 64 KiB) at once. The pump is either a task of its own
+//! ([`read_ahead`]) or, for a pooled HTTP/1 connection, part of the task that
+//! drives the connection (`pool::Driver`), which saves a hand-off per frame.
 
 use bytes::{Bytes, BytesMut};
 use http_body::{Body, Frame};
@@ -17,25 +19,35 @@ const QUEUE_FRAMES: usize = 256;
 /// Most bytes merged into one frame for the guest.
 const MAX_MERGED: usize = 64 * 1024;
 
-type Item = Result<Frame<Bytes>, HttpError>;
+/// One frame (or the error that ends the body).
+pub(crate) type Item = Result<Frame<Bytes>, HttpError>;
 
-/// Wraps `body` so it is read ahead by a background task.
-pub fn read_ahead(mut body: WasiBody) -> WasiBody {
+/// A bounded queue of frames: the pump's end, and the body the guest reads.
+pub(crate) fn queue() -> (mpsc::Sender<Item>, WasiBody) {
     let (tx, rx) = mpsc::channel::<Item>(QUEUE_FRAMES);
-    tokio::spawn(async move {
-        loop {
-            // Stop as soon as the guest drops the body, even on an idle stream.
-            let frame = tokio::select! {
-                f = body.frame() => f,
-                () = tx.closed() => break,
-            };
-            let Some(frame) = frame else { break };
-            if tx.send(frame).await.is_err() {
-                break;
-            }
+    (tx, Merging { rx, held: None }.boxed_unsync())
+}
+
+/// Wraps `body` so it is read ahead by a task of its own.
+pub fn read_ahead(body: WasiBody) -> WasiBody {
+    let (tx, out) = queue();
+    tokio::spawn(pump(body, tx));
+    out
+}
+
+/// Moves `body`'s frames into `tx` until either ends.
+pub(crate) async fn pump(mut body: WasiBody, tx: mpsc::Sender<Item>) {
+    loop {
+        // Stop as soon as the guest drops the body, even on an idle stream.
+        let frame = tokio::select! {
+            f = body.frame() => f,
+            () = tx.closed() => break,
+        };
+        let Some(frame) = frame else { break };
+        if tx.send(frame).await.is_err() {
+            break;
         }
-    });
-    Merging { rx, held: None }.boxed_unsync()
+    }
 }
 
 struct Merging {

@@ -1,0 +1,296 @@
+//! One task drives a pooled HTTP/1.1 connection and pumps the body of the
+//! response being read on it into the guest's read-ahead queue.
+//!
+//! hyper hands an HTTP/1 body over one frame at a time: the connection task
+//! decodes a chunk, then waits until the body's reader has taken it. With the
+//! connection and the pump in two tasks, every SSE frame of a model stream
+//! costs two task wake-ups. Polling both in one task moves a run of frames per
+//! wake-up instead: the connection decodes a chunk, the pump queues it, and
+//! the loop goes on until the socket has nothing more or the queue is full.
+
+use super::readahead::{self, Item};
+use futures::future::BoxFuture;
+use http_body::Body;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use tokio::sync::mpsc;
+use tokio_util::sync::PollSender;
+use wasmtime_wasi_http::WasiBody;
+
+/// Most rounds (a frame moved or the connection progressed) in one poll
+/// before the task lets others run.
+const ROUNDS_PER_POLL: usize = 64;
+
+/// A response body to pump into a guest's queue.
+struct PumpJob {
+    body: WasiBody,
+    tx: mpsc::Sender<Item>,
+}
+
+/// Hands the bodies of a connection's responses to its driver.
+#[derive(Clone, Debug)]
+pub(crate) struct Jobs(mpsc::UnboundedSender<PumpJob>);
+
+impl std::fmt::Debug for PumpJob {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PumpJob").finish_non_exhaustive()
+    }
+}
+
+impl Jobs {
+    /// The body a guest reads for `body`: pumped by the connection's driver,
+    /// or by a task of its own once the driver has ended.
+    pub(crate) fn read_ahead(&self, body: WasiBody) -> WasiBody {
+        let (tx, out) = readahead::queue();
+        if let Err(mpsc::error::SendError(job)) = self.0.send(PumpJob { body, tx }) {
+            tokio::spawn(readahead::pump(job.body, job.tx));
+        }
+        out
+    }
+}
+
+/// Spawns the task that drives `conn` and pumps its response bodies.
+pub(crate) fn spawn(conn: impl Future<Output = hyper::Result<()>> + Send + 'static) -> Jobs {
+    let (tx, rx) = mpsc::unbounded_channel();
+    tokio::spawn(Driver {
+        conn: Some(Box::pin(conn)),
+        jobs: rx,
+        pump: None,
+    });
+    Jobs(tx)
+}
+
+/// What one step of a pump did.
+enum Step {
+    /// A frame went into the queue.
+    Moved,
+    /// The body ended, or the guest dropped it.
+    Done,
+    /// Nothing to do until a waker fires.
+    Waiting,
+}
+
+struct Pump {
+    body: WasiBody,
+    tx: PollSender<Item>,
+    /// Resolves when the guest drops its end, so an idle stream the guest gave
+    /// up on is dropped (closing the connection) without waiting for a frame.
+    closed: BoxFuture<'static, ()>,
+}
+
+impl Pump {
+    fn new(job: PumpJob) -> Self {
+        let watch = job.tx.clone();
+        Self {
+            body: job.body,
+            tx: PollSender::new(job.tx),
+            closed: Box::pin(async move { watch.closed().await }),
+        }
+    }
+
+    fn step(&mut self, cx: &mut Context<'_>) -> Step {
+        match self.tx.poll_reserve(cx) {
+            Poll::Ready(Ok(())) => {}
+            Poll::Ready(Err(_)) => return Step::Done,
+            Poll::Pending => return Step::Waiting,
+        }
+        match Pin::new(&mut self.body).poll_frame(cx) {
+            Poll::Ready(Some(item)) => {
+                let last = item.is_err();
+                if self.tx.send_item(item).is_err() || last {
+                    Step::Done
+                } else {
+                    Step::Moved
+                }
+            }
+            Poll::Ready(None) => Step::Done,
+            Poll::Pending => {
+                self.tx.abort_send();
+                match self.closed.as_mut().poll(cx) {
+                    Poll::Ready(()) => Step::Done,
+                    Poll::Pending => Step::Waiting,
+                }
+            }
+        }
+    }
+}
+
+struct Driver {
+    conn: Option<BoxFuture<'static, hyper::Result<()>>>,
+    jobs: mpsc::UnboundedReceiver<PumpJob>,
+    pump: Option<Pump>,
+}
+
+impl Future for Driver {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = &mut *self;
+        for _ in 0..ROUNDS_PER_POLL {
+            // One response at a time on HTTP/1.1: the next body waits in the
+            // channel until this one is done.
+            if this.pump.is_none()
+                && let Poll::Ready(Some(job)) = this.jobs.poll_recv(cx)
+            {
+                this.pump = Some(Pump::new(job));
+            }
+            let mut progressed = false;
+            if let Some(pump) = &mut this.pump {
+                match pump.step(cx) {
+                    Step::Moved => progressed = true,
+                    Step::Done => {
+                        this.pump = None;
+                        progressed = true;
+                    }
+                    Step::Waiting => {}
+                }
+            }
+            if let Some(conn) = &mut this.conn
+                && let Poll::Ready(result) = conn.as_mut().poll(cx)
+            {
+                if let Err(e) = result {
+                    tracing::debug!("HTTP/1.1 connection ended: {e}");
+                }
+                this.conn = None;
+                progressed = true;
+            }
+            if this.conn.is_none() && this.pump.is_none() {
+                // Bodies sent to a connection that has ended still get read
+                // (to their error), by tasks of their own.
+                this.jobs.close();
+                while let Ok(job) = this.jobs.try_recv() {
+                    tokio::spawn(readahead::pump(job.body, job.tx));
+                }
+                return Poll::Ready(());
+            }
+            if !progressed {
+                return Poll::Pending;
+            }
+        }
+        // Used its share: let other tasks run, then carry on.
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+    use http_body_util::{BodyExt, Empty};
+    use hyper::client::conn::http1;
+    use hyper_util::rt::TokioIo;
+    use std::time::Duration;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::{TcpListener, TcpStream};
+
+    /// Reads one request head off `sock`.
+    async fn read_head(sock: &mut TcpStream) {
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            assert_eq!(sock.read(&mut byte).await.expect("read"), 1, "request head");
+            head.push(byte[0]);
+        }
+    }
+
+    /// A client connection to `listener`, driven by a [`Driver`].
+    async fn connect(listener: &TcpListener) -> (http1::SendRequest<WasiBody>, Jobs, TcpStream) {
+        let client = TcpStream::connect(listener.local_addr().expect("addr"));
+        let (client, accepted) = tokio::join!(client, listener.accept());
+        let (sender, conn) = http1::handshake(TokioIo::new(client.expect("connect")))
+            .await
+            .expect("handshake");
+        (sender, spawn(conn), accepted.expect("accept").0)
+    }
+
+    fn get() -> http::Request<WasiBody> {
+        http::Request::get("/")
+            .header("host", "x")
+            .body(Empty::<Bytes>::new().map_err(|e| match e {}).boxed_unsync())
+            .expect("request")
+    }
+
+    async fn send(sender: &mut http1::SendRequest<WasiBody>, jobs: &Jobs) -> WasiBody {
+        let res = sender.send_request(get()).await.expect("response");
+        jobs.read_ahead(res.into_body().map_err(Into::into).boxed_unsync())
+    }
+
+    #[tokio::test]
+    async fn a_stream_of_many_chunks_arrives_whole_and_the_connection_serves_again() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let (mut sender, jobs, mut server) = connect(&listener).await;
+        let chunks: Vec<String> = (0..2_000).map(|i| format!("data: {i}\n\n")).collect();
+        let serve = {
+            let chunks = chunks.clone();
+            async move {
+                for _ in 0..2 {
+                    read_head(&mut server).await;
+                    server
+                        .write_all(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n")
+                        .await
+                        .expect("head");
+                    for c in &chunks {
+                        let frame = format!("{:x}\r\n{c}\r\n", c.len());
+                        server.write_all(frame.as_bytes()).await.expect("chunk");
+                    }
+                    server.write_all(b"0\r\n\r\n").await.expect("end");
+                }
+                server
+            }
+        };
+        let read = async {
+            let mut got = Vec::new();
+            for _ in 0..2 {
+                let body = send(&mut sender, &jobs).await;
+                got.push(body.collect().await.expect("body").to_bytes());
+                sender.ready().await.expect("the connection is reusable");
+            }
+            got
+        };
+        let (_server, got) = tokio::join!(serve, read);
+        let want = chunks.concat();
+        for body in got {
+            assert_eq!(body, want.as_bytes());
+        }
+    }
+
+    #[tokio::test]
+    async fn a_body_the_guest_drops_on_an_idle_stream_closes_the_connection() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let (mut sender, jobs, mut server) = connect(&listener).await;
+        let serve = async move {
+            read_head(&mut server).await;
+            server
+                .write_all(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n")
+                .await
+                .expect("head");
+            server
+        };
+        let (mut server, mut body) = tokio::join!(serve, send(&mut sender, &jobs));
+        let first = body.frame().await.expect("a frame").expect("data");
+        assert_eq!(first.into_data().expect("data"), "hello");
+        // The stream goes quiet; the guest gives up on it.
+        drop(body);
+        let mut rest = [0u8; 16];
+        let n = tokio::time::timeout(Duration::from_secs(5), server.read(&mut rest))
+            .await
+            .expect("the client closes the connection without waiting for a frame")
+            .expect("read");
+        assert_eq!(n, 0, "EOF from the client");
+        assert!(sender.is_closed() || sender.ready().await.is_err());
+    }
+
+    #[tokio::test]
+    async fn a_body_handed_over_after_the_connection_ended_is_still_read() {
+        let (tx, rx) = mpsc::unbounded_channel();
+        drop(rx);
+        let jobs = Jobs(tx);
+        let inner = http_body_util::Full::new(Bytes::from_static(b"still here"))
+            .map_err(|e| match e {})
+            .boxed_unsync();
+        let body = jobs.read_ahead(inner);
+        assert_eq!(body.collect().await.expect("body").to_bytes(), "still here");
+    }
+}
