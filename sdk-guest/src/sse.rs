@@ -91,7 +91,8 @@ impl SseDecoder {
 
     /// Flushes a final event not followed by a blank line.
     pub fn finish(&mut self) -> Vec<String> {
-        let mut out = Vec::new();
+        // Whole lines a push stopped by an error left behind come first.
+        let mut out = self.push(b"");
         if !self.buf.is_empty() {
             let rest = std::mem::take(&mut self.buf);
             let line = rest.strip_suffix(b"\r").unwrap_or(&rest);
@@ -205,5 +206,16 @@ mod tests {
         assert_eq!(r, Err("stop"));
         assert_eq!(seen, ["1", "2"]);
         assert_eq!(d.push(b""), ["3"], "the unread event is still there");
+
+        let mut d = SseDecoder::default();
+        let r = d.push_each(b"data: 1\n\ndata: 2\n\ndata: 3\n\ndata: 4", |e| {
+            if e == "1" { Err("stop") } else { Ok(()) }
+        });
+        assert_eq!(r, Err("stop"));
+        assert_eq!(
+            d.finish(),
+            ["2", "3", "4"],
+            "finish reads the lines left behind"
+        );
     }
 }

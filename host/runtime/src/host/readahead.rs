@@ -4,7 +4,7 @@
 //! into a bounded queue, and each guest read takes every data frame already
 //! queued (up to 64 KiB) at once. The pump is either a task of its own
 //! ([`read_ahead`]) or, for a pooled HTTP/1 connection, part of the task that
-//! drives the connection (`pool::Driver`), which saves a hand-off per frame.
+//! drives the connection (`h1_driver`), which saves a hand-off per frame.
 
 use bytes::{Bytes, BytesMut};
 use http_body::{Body, Frame};
@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 use wasmtime_wasi_http::{Error as HttpError, WasiBody};
 
 /// Frames buffered ahead of the guest.
-const QUEUE_FRAMES: usize = 256;
+pub(crate) const QUEUE_FRAMES: usize = 256;
 /// Most bytes merged into one frame for the guest.
 const MAX_MERGED: usize = 64 * 1024;
 
