@@ -158,24 +158,29 @@ async fn run() {
         raw_fetch(llm.port()).await;
     }
 
+    // A new stored workstream's session.
+    let stored_session = async || {
+        let created = db
+            .create_workstream(&NewWorkstream::default())
+            .await
+            .expect("create");
+        db.publish_workstream(&created).await.expect("publish");
+        ChatSession::new(
+            binding.clone(),
+            tools.clone(),
+            EventSink::with_handler(|_| {}),
+            SessionConfig::new(created.ws_id.clone(), dir.path().to_path_buf()),
+        )
+        .with_storage(db.clone(), created.ws_id)
+    };
+
     if runs("turns") {
         let mut session_times = Vec::with_capacity(TURNS);
         let mut raw_times = Vec::with_capacity(TURNS);
         let cpu_before = cpu_time();
         let mut session_total = Duration::ZERO;
         for i in 0..TURNS {
-            let created = db
-                .create_workstream(&NewWorkstream::default())
-                .await
-                .expect("create");
-            db.publish_workstream(&created).await.expect("publish");
-            let mut session = ChatSession::new(
-                binding.clone(),
-                tools.clone(),
-                EventSink::with_handler(|_| {}),
-                SessionConfig::new(created.ws_id.clone(), dir.path().to_path_buf()),
-            )
-            .with_storage(db.clone(), created.ws_id);
+            let mut session = stored_session().await;
             llm.push(reply());
             let t = Instant::now();
             session.send("hi").await.expect("turn");
@@ -232,19 +237,7 @@ async fn run() {
         let mut title_times = Vec::new();
         let before = llm.requests().len();
         for _ in 0..TITLES {
-            let created = db
-                .create_workstream(&NewWorkstream::default())
-                .await
-                .expect("create");
-            db.publish_workstream(&created).await.expect("publish");
-            let mut session = ChatSession::new(
-                binding.clone(),
-                tools.clone(),
-                EventSink::with_handler(|_| {}),
-                SessionConfig::new(created.ws_id.clone(), dir.path().to_path_buf()),
-            )
-            .with_storage(db.clone(), created.ws_id.clone())
-            .with_titles(None);
+            let mut session = stored_session().await.with_titles(None);
             llm.push(reply());
             session.send("hi").await.expect("turn");
             llm.push(step(openai::text(&["Greeting ", "the world"])));
