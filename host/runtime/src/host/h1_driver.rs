@@ -178,8 +178,7 @@ impl Future for Driver {
             }
             if this.conn.is_none() && this.pump.is_none() {
                 // Bodies sent to a connection that has ended still get read
-                // (to their error), by tasks of their own.
-                // Dropping a job pumps it in a task of its own.
+                // (to their error): dropping a job pumps it in a task of its own.
                 this.jobs.close();
                 while this.jobs.try_recv().is_ok() {}
                 return Poll::Ready(());
