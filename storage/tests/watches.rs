@@ -65,13 +65,16 @@ async fn watches_are_limited_per_workstream_and_named_uniquely(h: Harness) {
         e.to_string().contains("already has 2 active watches"),
         "{e}"
     );
-    let names: Vec<String> = db
+    let mut names: Vec<String> = db
         .list_watches(&ws, true)
         .await
         .unwrap()
         .into_iter()
         .map(|w| w.name)
         .collect();
+    // The list is in creation order to the millisecond; two watches created
+    // in the same millisecond (as here, on a fast machine) follow their ids.
+    names.sort();
     assert_eq!(names, ["ci", "deploy"]);
     // A cancelled watch frees its name and its place.
     let c = db.cancel_watch(&ws, "ci").await.unwrap().unwrap();
