@@ -21,7 +21,8 @@ use wasmtime_wasi_http::WasiBody;
 /// Most rounds (a frame moved or the connection progressed) in one poll
 /// before the task lets others run. 64 moved the same frames per second but
 /// let the first streams of a 100-turn burst delay the others' first content
-/// (serve bench p99 282–364 ms at 64, 233–282 ms at 16).
+/// (serve bench p99 282–364 ms at 64, 233–282 ms at 16). 4 made the 1,000-stream
+/// section 20 % slower with 55 MB more peak RSS (docs/server.md).
 const ROUNDS_PER_POLL: usize = 16;
 
 /// A response body to pump into a guest's queue. Dropped unclaimed (the
