@@ -101,31 +101,40 @@ const DOCUMENT: &str = include_str!(concat!(env!("OUT_DIR"), "/openapi.min.json"
 /// `GET /openapi.json`: the generated description, with this server's
 /// model aliases as the values `model` may take on `/new`.
 pub async fn openapi_json(State(state): State<AppState>) -> Response {
+    let aliases = state.node.as_ref().map(|n| {
+        let reg = n.mgr.deps.models.snapshot();
+        reg.aliases().map(|a| a.name.clone()).collect::<Vec<_>>()
+    });
+    match described(DOCUMENT, aliases) {
+        Ok(v) => Json(v).into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+/// The document in `text` with `aliases` (when the server has a node) as the
+/// values `model` may take on `/new`.
+fn described(text: &str, aliases: Option<Vec<String>>) -> Result<serde_json::Value, ApiError> {
     // Parsed per request rather than kept: the tree is several times the
     // 210 KB text, heap an idle server would otherwise hold for good after
     // one visit to /docs.
-    let Ok(mut v) = serde_json::from_str::<serde_json::Value>(DOCUMENT) else {
-        return ApiError::Internal(
-            "docs/openapi.json was not JSON when this server was built; regenerate it with \
-             TURNSTONE_BLESS_OPENAPI=1"
-                .into(),
-        )
-        .into_response();
-    };
-    if let Some(n) = &state.node {
-        let reg = n.mgr.deps.models.snapshot();
-        let mut aliases: Vec<serde_json::Value> =
-            reg.aliases().map(|a| a.name.clone().into()).collect();
+    let mut v = serde_json::from_str::<serde_json::Value>(text).map_err(|e| {
+        ApiError::Internal(format!(
+            "docs/openapi.json was not JSON when this server was built ({e}); regenerate it \
+             with TURNSTONE_BLESS_OPENAPI=1"
+        ))
+    })?;
+    if let Some(aliases) = aliases {
+        let mut values: Vec<serde_json::Value> = aliases.into_iter().map(Into::into).collect();
         // The field is optional and nullable: null picks the default.
-        aliases.push(serde_json::Value::Null);
+        values.push(serde_json::Value::Null);
         if let Some(model) = v
             .pointer_mut("/components/schemas/CreateBody/properties/model")
             .and_then(|m| m.as_object_mut())
         {
-            model.insert("enum".into(), aliases.into());
+            model.insert("enum".into(), values.into());
         }
     }
-    Json(v).into_response()
+    Ok(v)
 }
 
 /// `GET /docs`: the UI bundle's API reference page (it renders /openapi.json).
@@ -135,8 +144,36 @@ pub async fn docs_page() -> Response {
 
 #[cfg(test)]
 mod tests {
-    use super::{ApiDoc, DOCUMENT};
+    use super::{ApiDoc, DOCUMENT, described};
+    use crate::http::ApiError;
+    use serde_json::json;
     use utoipa::OpenApi;
+
+    /// The embedded document gets the aliases on `model`; a broken one (what
+    /// the build script embeds when the file is missing or not JSON) is an
+    /// internal error that names the fix, never a half document.
+    #[test]
+    fn the_served_document_lists_the_aliases_and_a_broken_one_is_an_error() {
+        let v = described(DOCUMENT, Some(vec!["fast".into(), "big".into()])).unwrap();
+        assert_eq!(
+            v.pointer("/components/schemas/CreateBody/properties/model/enum"),
+            Some(&json!(["fast", "big", null]))
+        );
+        let plain = described(DOCUMENT, None).unwrap();
+        assert!(
+            plain
+                .pointer("/components/schemas/CreateBody/properties/model/enum")
+                .is_none()
+        );
+        for broken in ["", "{\"openapi\": "] {
+            match described(broken, None) {
+                Err(ApiError::Internal(m)) => {
+                    assert!(m.contains("TURNSTONE_BLESS_OPENAPI=1"), "{m}")
+                }
+                other => panic!("{broken:?} gave {other:?}"),
+            }
+        }
+    }
 
     /// [`ApiDoc`]'s document as served, before a server adds its model aliases.
     fn generated_document() -> serde_json::Result<serde_json::Value> {
