@@ -4,7 +4,10 @@
 //!   then `turnstone plugins precompile` (built-ins ship precompiled)
 //! - `dist`       the shipped binary: `--profile dist` (fat LTO, one codegen
 //!   unit), symbols moved to `target/dist/turnstone.debug` (linked by
-//!   `.gnu_debuglink`), built-ins precompiled
+//!   `.gnu_debuglink`), built-ins precompiled; linked with the function
+//!   order of `xtask/link-order.txt` (`link_order`)
+//! - `link-order <callgrind.out>...` rewrite `xtask/link-order.txt`, the
+//!   function order of the dist link, from profiles of the dist binary
 //! - `run [ARGS]` build (release) and run `turnstone ARGS`
 //! - `test`       build everything, then run every test (host workspace + SDK)
 //! - `lint`       `cargo fmt --check` and clippy on the host and every guest workspace
@@ -17,6 +20,8 @@
 use anyhow::{Context, Result, bail};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+mod link_order;
 
 const WASM_TARGET: &str = "wasm32-wasip2";
 
@@ -220,12 +225,35 @@ fn precompile(bin: &Path) -> Result<()> {
 fn dist() -> Result<()> {
     build_guests()?;
     let root = root();
-    run(cargo()
-        .args(["build", "--profile", "dist", "--package", "turnstone"])
-        .current_dir(&root))?;
     let dir = root.join("target/dist");
+    let mut build = cargo();
+    build
+        .args(["build", "--profile", "dist", "--package", "turnstone"])
+        .current_dir(&root);
+    let report = dir.join("link-order.report");
+    let _ = std::fs::remove_file(&report);
+    // The linker variable below names this target; elsewhere dist links as
+    // cargo does, without the order.
+    let ordered = cfg!(all(
+        target_os = "linux",
+        target_arch = "x86_64",
+        target_env = "gnu"
+    ));
+    if ordered {
+        ordered_link(&root, &dir, &mut build)?;
+    }
+    run(&mut build)?;
+    if ordered && let Ok(text) = std::fs::read_to_string(&report) {
+        eprintln!("function order: {}", text.trim());
+    }
     let bin = dir.join("turnstone");
     let debug = dir.join("turnstone.debug");
+    // Cargo leaves a binary it did not relink as the last run stripped it;
+    // splitting that again would overwrite the debug file with nothing.
+    if already_split(&bin)? {
+        eprintln!("{}: up to date, already split", bin.display());
+        return finish_dist(&bin, &debug);
+    }
     run(Command::new("objcopy")
         .arg("--only-keep-debug")
         .arg(&bin)
@@ -236,13 +264,107 @@ fn dist() -> Result<()> {
         .arg("--add-gnu-debuglink=turnstone.debug")
         .arg(&bin)
         .current_dir(&dir))?;
-    precompile(&bin)?;
-    for file in [&bin, &debug] {
+    finish_dist(&bin, &debug)
+}
+
+/// Whether `bin` already carries a `.gnu_debuglink` (stripped by `dist`).
+fn already_split(bin: &Path) -> Result<bool> {
+    use object::Object;
+    let data = std::fs::read(bin).with_context(|| format!("reading {}", bin.display()))?;
+    let file = object::File::parse(&*data).with_context(|| format!("parsing {}", bin.display()))?;
+    Ok(file.section_by_name(".gnu_debuglink").is_some())
+}
+
+fn finish_dist(bin: &Path, debug: &Path) -> Result<()> {
+    precompile(bin)?;
+    for file in [bin, debug] {
         let bytes = std::fs::metadata(file)
             .with_context(|| format!("reading {}", file.display()))?
             .len();
         eprintln!("{}: {:.1} MB", file.display(), bytes as f64 / 1e6);
     }
+    Ok(())
+}
+
+/// Links the dist binary through this program (`link_order::link`), which
+/// places the functions `xtask/link-order.txt` lists together. The list is
+/// keyed by v0-demangled names, hence the mangling flag, which is set even
+/// without a list so that a binary profiled to make one has v0 names. A
+/// changed list forces a new link (a new fat-LTO build of the final crate):
+/// cargo does not see the list, so the stale binary in `target/dist/deps` is
+/// removed.
+fn ordered_link(root: &Path, dir: &Path, build: &mut Command) -> Result<()> {
+    const V0: &str = "-C symbol-mangling-version=v0";
+    const LINKER: &str = "CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER";
+    // Cargo reads CARGO_ENCODED_RUSTFLAGS before RUSTFLAGS.
+    if let Ok(encoded) = std::env::var("CARGO_ENCODED_RUSTFLAGS") {
+        if encoded.contains("symbol-mangling-version") && !encoded.contains("=v0") {
+            bail!("CARGO_ENCODED_RUSTFLAGS sets another symbol mangling; dist needs v0");
+        }
+        let sep = if encoded.is_empty() { "" } else { "\x1f" };
+        let v0 = V0.replace(' ', "\x1f");
+        build.env("CARGO_ENCODED_RUSTFLAGS", format!("{encoded}{sep}{v0}"));
+    } else {
+        let flags = std::env::var("RUSTFLAGS").unwrap_or_default();
+        if flags.contains("symbol-mangling-version") && !flags.contains("=v0") {
+            bail!("RUSTFLAGS sets another symbol mangling; dist needs v0");
+        }
+        build.env("RUSTFLAGS", format!("{flags} {V0}").trim());
+    }
+    let list = root.join(link_order::LIST);
+    if !list.is_file() {
+        eprintln!(
+            "{}: missing; linking without a function order",
+            list.display()
+        );
+        return Ok(());
+    }
+    let me = std::env::current_exe().context("locating the xtask binary")?;
+    // A linker set in the environment is still the one that links.
+    if let Some(linker) = std::env::var_os(LINKER) {
+        build.env(link_order::ENV_LINKER, linker);
+    }
+    build
+        .env(LINKER, &me)
+        .env(link_order::ENV_LIST, &list)
+        .env(link_order::ENV_REPORT, dir.join("link-order.report"));
+    let wanted = std::fs::read(&list).with_context(|| format!("reading {}", list.display()))?;
+    let stamp = dir.join("link-order.stamp");
+    if std::fs::read(&stamp).ok().as_deref() != Some(&wanted[..]) {
+        let deps = dir.join("deps");
+        for entry in std::fs::read_dir(&deps).into_iter().flatten() {
+            let path = entry
+                .with_context(|| format!("listing {}", deps.display()))?
+                .path();
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            if name.starts_with("turnstone-") && path.extension().is_none() {
+                std::fs::remove_file(&path)
+                    .with_context(|| format!("removing {}", path.display()))?;
+            }
+        }
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        std::fs::write(&stamp, &wanted).with_context(|| format!("writing {}", stamp.display()))?;
+    }
+    Ok(())
+}
+
+/// `cargo xtask link-order <callgrind.out>...`: rewrites the function list
+/// from profiles of the dist binary (see `link_order` and docs/server.md).
+fn link_order_from(args: &[String]) -> Result<()> {
+    let (binary, profiles) = match args {
+        [flag, name, rest @ ..] if flag == "--binary" => (name.as_str(), rest),
+        rest => ("turnstone", rest),
+    };
+    if profiles.is_empty() {
+        bail!(
+            "usage: cargo xtask link-order [--binary NAME] <callgrind.out>... \
+             (recorded by xtask/link-order-profile.py: --compress-strings=no --compress-pos=no --demangle=no)"
+        );
+    }
+    let profiles: Vec<PathBuf> = profiles.iter().map(PathBuf::from).collect();
+    let out = root().join(link_order::LIST);
+    let n = link_order::write_list(&profiles, binary, &out)?;
+    eprintln!("{}: {n} functions", out.display());
     Ok(())
 }
 
@@ -362,6 +484,16 @@ fn lint() -> Result<()> {
 }
 
 fn main() -> Result<()> {
+    // `dist` makes this program the linker of its build (`ordered_link`);
+    // a linker's first argument is a flag or a response file, never a task.
+    let linking = std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a.to_string_lossy().starts_with(['-', '@']));
+    if let (true, Some(list)) = (linking, std::env::var_os(link_order::ENV_LIST)) {
+        let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+        let code = link_order::link(Path::new(&list), &args)?;
+        std::process::exit(code);
+    }
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (cmd, rest) = args
         .split_first()
@@ -370,6 +502,7 @@ fn main() -> Result<()> {
         "build" => build(rest.iter().any(|a| a == "--release")),
         "build-components" => build_guests(),
         "dist" => dist(),
+        "link-order" => link_order_from(rest),
         "run" => {
             build(true)?;
             let rest: Vec<&String> = rest.iter().filter(|a| *a != "--").collect();
@@ -396,7 +529,7 @@ fn main() -> Result<()> {
         }
         _ => {
             eprintln!(
-                "usage: cargo xtask <build [--release] | build-components | dist | run [-- ARGS] | test [CARGO TEST ARGS] | lint | bench>"
+                "usage: cargo xtask <build [--release] | build-components | dist | link-order [--binary NAME] <callgrind.out>... | run [-- ARGS] | test [CARGO TEST ARGS] | lint | bench>"
             );
             std::process::exit(2);
         }
