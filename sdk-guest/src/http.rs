@@ -191,6 +191,14 @@ fn split_url(url: &str) -> Result<(Scheme, String, String), HttpError> {
     Ok((scheme, authority.to_string(), path))
 }
 
+/// Most bytes [`Response::next_chunk`] returns at once. It bounds a streaming
+/// call's memory when the server sends faster than the guest reads (a local
+/// model, a stalled network catching up): the chunk and the SSE decoder's copy
+/// of it are the guest heap's largest allocations, and an instance's memory
+/// never shrinks while it runs. 16 KiB is still a hundred or more SSE deltas
+/// per read.
+pub const CHUNK_BYTES: usize = 16 * 1024;
+
 /// A response whose body is read as it arrives.
 pub struct Response {
     /// Status code.
@@ -203,18 +211,22 @@ pub struct Response {
 }
 
 impl Response {
-    /// The next chunk of the body (at most 64 KiB), `None` at the end.
+    /// The next chunk of the body (at most [`CHUNK_BYTES`]), `None` at the end.
     pub fn next_chunk(&mut self) -> Result<Option<Vec<u8>>, HttpError> {
         let Some(stream) = &self.stream else {
             return Ok(None);
         };
-        match stream.blocking_read(64 * 1024) {
+        match stream.blocking_read(CHUNK_BYTES as u64) {
             Ok(mut bytes) => {
                 // Take whatever else is already buffered without waiting, so a
-                // burst of small chunks costs one wake-up instead of one each.
-                while bytes.len() < 64 * 1024 {
-                    match stream.read((64 * 1024 - bytes.len()) as u64) {
-                        Ok(more) if !more.is_empty() => bytes.extend_from_slice(&more),
+                // burst of small chunks costs one wake-up instead of one each;
+                // the buffer is sized once, not doubled on every append.
+                while bytes.len() < CHUNK_BYTES {
+                    match stream.read((CHUNK_BYTES - bytes.len()) as u64) {
+                        Ok(more) if !more.is_empty() => {
+                            bytes.reserve_exact(CHUNK_BYTES - bytes.len());
+                            bytes.extend_from_slice(&more);
+                        }
                         _ => break,
                     }
                 }

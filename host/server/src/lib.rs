@@ -18,6 +18,7 @@ pub mod error;
 pub mod events;
 pub mod global;
 pub mod http;
+pub mod image_pages;
 pub mod login_throttle;
 pub mod manager;
 pub mod memory;

@@ -5,7 +5,8 @@
 //! its peak resident size long after. The server caps the arenas at start
 //! ([`tune_allocator`]) and, once activity has stopped for a few seconds,
 //! trims the heap once ([`purge_when_quiet`]). Other allocators and targets:
-//! both are no-ops.
+//! both are no-ops. The same quiet moment also unmaps the code pages start-up
+//! or the burst touched ([`crate::image_pages`]).
 
 use crate::metrics::Metrics;
 use std::sync::Arc;
@@ -84,9 +85,10 @@ fn read_heap_stats() -> Option<HeapStats> {
     }
 }
 
-/// Trims the heap once after each stretch of activity, when `metrics` has
-/// not moved for [`QUIET`]; also once after start-up (loading components
-/// leaves garbage behind). Ends with `shutdown`.
+/// Trims the heap and releases the executable's touched code pages once
+/// after each stretch of activity, when `metrics` has not moved for
+/// [`QUIET`]; also once after start-up (loading components leaves garbage
+/// behind, and start-up code is not run again). Ends with `shutdown`.
 pub async fn purge_when_quiet(metrics: Arc<Metrics>, shutdown: CancellationToken) {
     let mut last = metrics.activity();
     let mut dirty = true;
@@ -100,7 +102,16 @@ pub async fn purge_when_quiet(metrics: Arc<Metrics>, shutdown: CancellationToken
             (last, dirty) = (now, true);
         } else if dirty {
             dirty = false;
-            let _ = tokio::task::spawn_blocking(trim).await;
+            let _ = tokio::task::spawn_blocking(|| {
+                trim();
+                match crate::image_pages::release() {
+                    Ok(r) => {
+                        tracing::debug!(bytes = r.bytes, objects = r.objects, "released code pages")
+                    }
+                    Err(e) => tracing::debug!("releasing code pages: {e}"),
+                }
+            })
+            .await;
         }
     }
 }
