@@ -1,7 +1,8 @@
 //! Server benchmark (a bench binary; release build; instant scripted LLM on
 //! loopback; SQLite; all built-in components from a warm cache):
 //! cold start to `/health` 200, idle RSS, sequential turn latency (send →
-//! `ws_state` on the SSE stream), N concurrent workstreams each streaming a
+//! `ws_state` on the SSE stream), the turn after a quiet spell (when the
+//! server has released memory and code pages), N concurrent workstreams each streaming a
 //! 500-token reply (total wall, p50/p99 time to first `content`, peak RSS),
 //! RSS after 160 loaded workstreams (and how soon it comes back down once
 //! quiet), 1,000 concurrent streaming workstreams (peak RSS, p99 time to
@@ -11,7 +12,7 @@
 //!
 //! Run: `cargo bench -p turnstone --bench serve`. To run only some sections
 //! (for a profile), name them in `TURNSTONE_BENCH_SECTIONS`, comma-separated:
-//! `cold`, `idle`, `sequential`, `loaded`, `concurrent`, `thousand`, `overload`,
+//! `cold`, `idle`, `sequential`, `quiet`, `loaded`, `concurrent`, `thousand`, `overload`,
 //! `fanout`;
 //! `TURNSTONE_BENCH_SEQ_TURNS` sets the sequential section's turn count (60).
 
@@ -131,10 +132,11 @@ async fn concurrent_turns(
     (ids, t.elapsed().as_secs_f64() * 1000.0, ttfc)
 }
 
-const SECTIONS: [&str; 8] = [
+const SECTIONS: [&str; 9] = [
     "cold",
     "idle",
     "sequential",
+    "quiet",
     "loaded",
     "concurrent",
     "thousand",
@@ -168,6 +170,9 @@ async fn main() {
     }
     if runs("sequential") {
         sequential(args).await;
+    }
+    if runs("quiet") {
+        after_quiet(args).await;
     }
     if runs("loaded") {
         loaded_fresh(args).await;
@@ -248,6 +253,37 @@ async fn sequential(args: &[&str]) {
         "sequential turn send→ws_state: p50 {:.2} ms, p90 {:.2} ms",
         pct(&mut lat, 0.5),
         pct(&mut lat, 0.9)
+    );
+}
+
+/// A turn after a quiet spell, when the server has trimmed its heap and
+/// released its code pages (which the turn faults back in), against the
+/// turn right after it.
+async fn after_quiet(args: &[&str]) {
+    let srv = Server::start(vec![], "", args).await;
+    let tok = srv.setup_admin().await;
+    let ws = srv.create(&tok, json!({})).await;
+    for _ in 0..3 {
+        srv.llm.push(sse(openai::text(&["ok"])));
+        one_turn(&srv, &tok, &ws).await;
+    }
+    let (mut cold, mut warm, mut rss) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..5 {
+        // The server acts on 5 s without activity, checked every 5 s.
+        tokio::time::sleep(Duration::from_secs(11)).await;
+        rss.push(status_kb(srv.pid(), "VmRSS:"));
+        for lat in [&mut cold, &mut warm] {
+            srv.llm.push(sse(openai::text(&["ok"])));
+            lat.push(one_turn(&srv, &tok, &ws).await.1);
+        }
+    }
+    println!(
+        "turn after 11 s quiet send→ws_state: p50 {:.2} ms (max {:.2}); the next turn p50 {:.2} ms; \
+         RSS while quiet p50 {:.1} MB",
+        pct(&mut cold, 0.5),
+        pct(&mut cold, 1.0),
+        pct(&mut warm, 0.5),
+        pct(&mut rss, 0.5)
     );
 }
 

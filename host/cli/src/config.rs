@@ -337,6 +337,9 @@ pub struct ServerConfig {
     pub body_timeout: f64,
     /// Concurrent connections per client address (0 = no cap).
     pub max_connections_per_ip: usize,
+    /// Once quiet, unmap the pages of code and read-only data that start-up
+    /// or a burst touched (they stay in the page cache; docs/server.md).
+    pub release_code_pages: bool,
 }
 
 impl ServerConfig {
@@ -370,6 +373,7 @@ impl Default for ServerConfig {
             header_timeout: limits.header_timeout.as_secs_f64(),
             body_timeout: limits.body_timeout.as_secs_f64(),
             max_connections_per_ip: limits.max_per_ip,
+            release_code_pages: true,
         }
     }
 }
@@ -493,4 +497,20 @@ pub fn default_cache_dir() -> Option<PathBuf> {
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
         .map(|d| d.join("turnstone/components"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn code_pages_are_released_unless_the_server_section_says_not() {
+        let default: HostConfig = toml::from_str("[server]\nport = 9000\n").unwrap();
+        assert!(default.server.release_code_pages);
+        let off: HostConfig = toml::from_str("[server]\nrelease_code_pages = false\n").unwrap();
+        assert!(!off.server.release_code_pages);
+        assert_eq!(off.server.port, 8080, "other keys keep their defaults");
+        let bad = toml::from_str::<HostConfig>("[server]\nrelease_code_pages = \"no\"\n");
+        assert!(bad.is_err(), "a string is not a switch");
+    }
 }

@@ -186,6 +186,9 @@ impl Cli {
 
 #[tokio::main]
 async fn main() -> Result<()> {
+    // Before anything can dlopen (name resolution loads NSS modules): the
+    // quiet-time release of code pages covers only what was loaded at start.
+    turnstone_server::image_pages::note_startup_objects();
     // Both rustls providers can end up in the graph; pick one explicitly.
     let _ = rustls::crypto::ring::default_provider().install_default();
     tracing_subscriber::fmt()

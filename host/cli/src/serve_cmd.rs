@@ -228,6 +228,7 @@ pub async fn run(
     });
     tokio::spawn(turnstone_server::memory::purge_when_quiet(
         metrics.clone(),
+        server.release_code_pages,
         shutdown.clone(),
     ));
     let state = AppState {

@@ -10,13 +10,21 @@
 //! what the kernel does to the same pages under memory pressure; it is done
 //! here without waiting for it.
 //!
-//! Only mappings the dynamic loader made for the executable and its
-//! libraries are touched (from `dl_iterate_phdr`), only their segments that
-//! are never writable, only pages wholly inside such a segment, and only
-//! pages `/proc/self/pagemap` shows are still unmodified file pages: a page
-//! a debugger or a uprobe patched is private memory and is left alone.
-//! wasmtime's `.cwasm` mappings are not touched: it relocates code in them,
-//! and a load during the scan could write a page after it was checked.
+//! Only mappings the dynamic loader made for the executable and the
+//! libraries loaded with it are touched (from `dl_iterate_phdr`, the objects
+//! counted by [`note_startup_objects`] before any thread started: a library
+//! `dlopen`ed later could be mid-relocation during a scan), only their
+//! segments that are never writable, only pages wholly inside such a
+//! segment, and only pages `/proc/self/pagemap` shows are still unmodified
+//! file pages: a page a debugger or a uprobe patched is private memory and is
+//! left alone. Pages are released batch by batch right after they are
+//! checked, so the window for such a write is short. wasmtime's `.cwasm`
+//! mappings are not touched: it relocates code in them, and a load during
+//! the scan could write a page after it was checked.
+//!
+//! The pages still count against a container's memory cgroup (as page
+//! cache), and unmapped page-cache pages are the first the kernel reclaims,
+//! so code dropped here may be read from disk again after memory pressure.
 
 /// What one [`release`] did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -27,15 +35,32 @@ pub struct Released {
     pub bytes: u64,
 }
 
+/// Objects loaded before `main` (the executable, its libraries, the vDSO);
+/// `None` until [`note_startup_objects`] ran.
+static STARTUP_OBJECTS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+
+/// Counts the objects loaded at start-up, which [`release`] is limited to.
+/// Call once, first thing in `main`, before anything can `dlopen` (a later
+/// one is not counted).
+pub fn note_startup_objects() {
+    #[cfg(target_os = "linux")]
+    let _ = STARTUP_OBJECTS.set(linux::loaded_objects());
+}
+
 /// Unmaps the resident, unmodified pages of the read-only segments of the
-/// executable and its shared libraries. Blocking: it reads the page map.
+/// executable and the shared libraries loaded with it. Blocking: it reads
+/// the page map. Does nothing before [`note_startup_objects`].
 pub fn release() -> std::io::Result<Released> {
+    let Some(&objects) = STARTUP_OBJECTS.get() else {
+        return Ok(Released::default());
+    };
     #[cfg(target_os = "linux")]
     {
-        linux::release()
+        linux::release(objects)
     }
     #[cfg(not(target_os = "linux"))]
     {
+        let _ = objects;
         Ok(Released::default())
     }
 }
@@ -54,18 +79,26 @@ mod linux {
     const BATCH: usize = 512;
 
     /// A read-only segment: `[start, end)`, page-aligned inwards.
-    struct Segment {
-        start: usize,
-        end: usize,
+    pub(super) struct Segment {
+        pub(super) start: usize,
+        pub(super) end: usize,
+        /// Holds code (`PF_X`).
+        #[cfg(test)]
+        pub(super) exec: bool,
     }
 
-    pub(super) fn release() -> std::io::Result<Released> {
+    /// How many objects `dl_iterate_phdr` reports now.
+    pub(super) fn loaded_objects() -> usize {
+        read_only_segments(4096, usize::MAX).0
+    }
+
+    pub(super) fn release(limit: usize) -> std::io::Result<Released> {
         // SAFETY: sysconf only reads a constant of the system.
         let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
             .ok()
             .filter(|p| p.is_power_of_two())
             .unwrap_or(4096);
-        let (objects, segments) = read_only_segments(page);
+        let (objects, segments) = read_only_segments(page, limit);
         let pagemap = File::open("/proc/self/pagemap")?;
         let mut bytes = 0;
         for s in &segments {
@@ -74,12 +107,15 @@ mod linux {
         Ok(Released { objects, bytes })
     }
 
-    /// The never-writable `PT_LOAD` segments of every loaded object, each
-    /// shrunk to the pages that lie wholly inside it (the first and last page
-    /// may be shared with a writable neighbour in some layouts).
-    fn read_only_segments(page: usize) -> (usize, Vec<Segment>) {
+    /// The never-writable `PT_LOAD` segments of the first `limit` loaded
+    /// objects (the loader lists them in load order), each shrunk to the
+    /// pages that lie wholly inside it (the first and last page may be shared
+    /// with a writable neighbour in some layouts); and how many objects there
+    /// are, up to `limit`.
+    pub(super) fn read_only_segments(page: usize, limit: usize) -> (usize, Vec<Segment>) {
         struct Found {
             page: usize,
+            limit: usize,
             objects: usize,
             segments: Vec<Segment>,
         }
@@ -91,6 +127,9 @@ mod linux {
             // SAFETY: dl_iterate_phdr passes a valid info for the duration of
             // the call and `data` is the `Found` handed to it below.
             let (info, found) = unsafe { (&*info, &mut *data.cast::<Found>()) };
+            if found.objects == found.limit {
+                return 1;
+            }
             found.objects += 1;
             if info.dlpi_phdr.is_null() {
                 return 0;
@@ -104,16 +143,24 @@ mod linux {
                 }
                 let lo = (info.dlpi_addr as usize).wrapping_add(h.p_vaddr as usize);
                 let hi = lo.wrapping_add(h.p_memsz as usize);
-                let start = lo.next_multiple_of(found.page);
                 let end = hi & !(found.page - 1);
-                if hi > lo && end > start {
-                    found.segments.push(Segment { start, end });
+                match lo.checked_next_multiple_of(found.page) {
+                    Some(start) if hi > lo && end > start => {
+                        found.segments.push(Segment {
+                            start,
+                            end,
+                            #[cfg(test)]
+                            exec: h.p_flags & libc::PF_X != 0,
+                        });
+                    }
+                    _ => {}
                 }
             }
             0
         }
         let mut found = Found {
             page,
+            limit,
             objects: 0,
             segments: Vec::new(),
         };
@@ -156,9 +203,10 @@ mod linux {
                 }
             }
             done += n;
-        }
-        if let Some(first) = run {
-            released += unmap(s.start, first, pages, page);
+            // Release what was just checked before reading further.
+            if let Some(first) = run.take() {
+                released += unmap(s.start, first, done, page);
+            }
         }
         Ok(released)
     }
@@ -180,9 +228,10 @@ mod linux {
     }
 }
 
-#[cfg(all(test, target_os = "linux"))]
+#[cfg(all(test, target_os = "linux", target_env = "gnu"))]
 mod tests {
     use super::*;
+    use std::os::unix::fs::FileExt;
 
     /// Resident file-backed memory of this process, in KiB.
     fn rss_file_kb() -> u64 {
@@ -191,8 +240,48 @@ mod tests {
         line.split_whitespace().nth(1).unwrap().parse().unwrap()
     }
 
+    fn page_size() -> usize {
+        // SAFETY: sysconf only reads a constant of the system.
+        unsafe { libc::sysconf(libc::_SC_PAGESIZE) as usize }
+    }
+
+    /// `(present, file page)` for the page at `addr`.
+    fn page_state(addr: usize) -> (bool, bool) {
+        let map = std::fs::File::open("/proc/self/pagemap").unwrap();
+        let mut raw = [0u8; 8];
+        map.read_exact_at(&mut raw, (addr / page_size() * 8) as u64)
+            .unwrap();
+        let e = u64::from_ne_bytes(raw);
+        (e & (1 << 63) != 0, e & (1 << 61) != 0)
+    }
+
     #[test]
-    fn release_unmaps_code_pages_and_the_code_still_runs() {
+    fn release_unmaps_clean_code_pages_keeps_written_ones_and_code_still_runs() {
+        note_startup_objects();
+        // A page of the executable's read-only data, written once (the same
+        // byte back, so nothing changes), is now private memory: what a
+        // debugger's breakpoint or a uprobe leaves. Release must keep it.
+        let page = page_size();
+        let (_, segments) = linux::read_only_segments(page, 1);
+        let data = segments
+            .iter()
+            .find(|s| !s.exec)
+            .expect("a read-only data segment");
+        let addr = data.start;
+        let ptr = addr as *mut u8;
+        // SAFETY: the page is mapped (inside a loaded segment); it is made
+        // writable for one write of the byte it already holds, then read-only
+        // again, so no reader ever sees a different value.
+        unsafe {
+            assert_eq!(
+                libc::mprotect(ptr.cast(), 4096, libc::PROT_READ | libc::PROT_WRITE),
+                0
+            );
+            ptr.write_volatile(ptr.read_volatile());
+            assert_eq!(libc::mprotect(ptr.cast(), 4096, libc::PROT_READ), 0);
+        }
+        assert_eq!(page_state(addr), (true, false), "written page is private");
+
         let before = rss_file_kb();
         let released = release().unwrap();
         let after = rss_file_kb();
@@ -205,13 +294,11 @@ mod tests {
             after + 512 <= before,
             "RssFile {before} KiB → {after} KiB after releasing {released:?}"
         );
+        assert_eq!(page_state(addr), (true, false), "the written page was kept");
         // The code the test runs next faults back in: formatting, hashing,
         // allocation and a thread all still work.
         let text = format!("{:?}", std::collections::HashMap::from([(1, "one")]));
         let joined = std::thread::spawn(move || text.len()).join().unwrap();
         assert_eq!(joined, r#"{1: "one"}"#.len());
-        // A second pass finds only what ran since.
-        let again = release().unwrap();
-        assert!(again.bytes < released.bytes, "{again:?} after {released:?}");
     }
 }

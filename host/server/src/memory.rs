@@ -85,11 +85,16 @@ fn read_heap_stats() -> Option<HeapStats> {
     }
 }
 
-/// Trims the heap and releases the executable's touched code pages once
-/// after each stretch of activity, when `metrics` has not moved for
-/// [`QUIET`]; also once after start-up (loading components leaves garbage
-/// behind, and start-up code is not run again). Ends with `shutdown`.
-pub async fn purge_when_quiet(metrics: Arc<Metrics>, shutdown: CancellationToken) {
+/// Trims the heap and (with `release_code`) releases the executable's
+/// touched code pages once after each stretch of activity, when `metrics`
+/// has not moved for [`QUIET`]; also once after start-up (loading components
+/// leaves garbage behind, and start-up code is not run again). Ends with
+/// `shutdown`.
+pub async fn purge_when_quiet(
+    metrics: Arc<Metrics>,
+    release_code: bool,
+    shutdown: CancellationToken,
+) {
     let mut last = metrics.activity();
     let mut dirty = true;
     loop {
@@ -102,8 +107,11 @@ pub async fn purge_when_quiet(metrics: Arc<Metrics>, shutdown: CancellationToken
             (last, dirty) = (now, true);
         } else if dirty {
             dirty = false;
-            let _ = tokio::task::spawn_blocking(|| {
+            let _ = tokio::task::spawn_blocking(move || {
                 trim();
+                if !release_code {
+                    return;
+                }
                 match crate::image_pages::release() {
                     Ok(r) => {
                         tracing::debug!(bytes = r.bytes, objects = r.objects, "released code pages")
