@@ -95,6 +95,17 @@ impl Request {
         Ok(self.header("authorization", format!("Bearer {token}")))
     }
 
+    /// Adds `Authorization: Bearer <secret>` when the host holds
+    /// `secret_name` for this plugin, and leaves the request as it is when it
+    /// does not (a local model server run without a key): unlike cloning the
+    /// request to try [`Request::bearer_secret`], it never copies the body.
+    pub fn bearer_secret_if_granted(self, secret_name: &str) -> Self {
+        match config::secret_ref(secret_name) {
+            Ok(token) => self.header("authorization", format!("Bearer {token}")),
+            Err(_) => self,
+        }
+    }
+
     /// Sends the request and waits for the response head.
     pub fn send(self) -> Result<Response, HttpError> {
         config::check_http(&self.url).map_err(|e| {

@@ -52,6 +52,7 @@ pub mod http;
 pub mod model;
 pub mod process;
 pub mod provider;
+pub mod request_body;
 pub mod served;
 pub mod sse;
 pub mod work;

@@ -229,6 +229,7 @@ pub async fn run(
     tokio::spawn(turnstone_server::memory::purge_when_quiet(
         metrics.clone(),
         server.release_code_pages,
+        Some(app.loaded.live.clone()),
         shutdown.clone(),
     ));
     let state = AppState {

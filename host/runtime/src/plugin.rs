@@ -258,6 +258,20 @@ pub(crate) enum InstancePre {
     Guard(crate::bindings::v0_2_0::guard::GuardPluginPre<HostState>),
 }
 
+impl InstancePre {
+    /// The component every instance is made from.
+    fn component(&self) -> &Component {
+        match self {
+            InstancePre::Tool(p) => p.instance_pre().component(),
+            InstancePre::ProviderV1(p) => p.instance_pre().component(),
+            InstancePre::Provider(p) => p.instance_pre().component(),
+            InstancePre::Channel(p) => p.instance_pre().component(),
+            InstancePre::ChannelV2(p) => p.instance_pre().component(),
+            InstancePre::Guard(p) => p.instance_pre().component(),
+        }
+    }
+}
+
 /// A plugin ready to be called. Cheap to share; every call gets a fresh store.
 pub struct LoadedPlugin {
     pub(crate) engine: Engine,
@@ -291,6 +305,15 @@ impl LoadedPlugin {
     /// The tool called `name`, if this plugin provides it.
     pub fn tool(&self, name: &str) -> Option<&ToolSpec> {
         self.tools.iter().find(|t| t.name == name)
+    }
+
+    /// Where this plugin's compiled code image lies in memory: a `.cwasm`
+    /// mapped from the component cache, or memory holding what was compiled
+    /// at load. It stays mapped while this plugin is held, and wasmtime made
+    /// it read-only before the plugin was loaded: nothing writes to it again.
+    pub fn code_image(&self) -> std::ops::Range<usize> {
+        let r = self.pre.component().image_range();
+        r.start as usize..r.end as usize
     }
 }
 

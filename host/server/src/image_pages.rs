@@ -18,9 +18,17 @@
 //! segment, and only pages `/proc/self/pagemap` shows are still unmodified
 //! file pages: a page a debugger or a uprobe patched is private memory and is
 //! left alone. Pages are released batch by batch right after they are
-//! checked, so the window for such a write is short. wasmtime's `.cwasm`
-//! mappings are not touched: it relocates code in them, and a load during
-//! the scan could write a page after it was checked.
+//! checked, so the window for such a write is short.
+//!
+//! The loaded components' code images get the same treatment
+//! ([`release_images`]), each only while the caller holds the component (so
+//! it cannot be unmapped and its addresses reused during the scan) and only
+//! after wasmtime has relocated it and made it read-only (it is never written
+//! again); relocated pages are private memory, and an image compiled in
+//! memory rather than mapped from a `.cwasm` has no file pages, so both are
+//! left alone. The component cache replaces a `.cwasm` by renaming a new
+//! file over it, never by writing into it, so a page read back comes from
+//! the same bytes.
 //!
 //! The pages still count against a container's memory cgroup (as page
 //! cache), and unmapped page-cache pages are the first the kernel reclaims,
@@ -65,6 +73,21 @@ pub fn release() -> std::io::Result<Released> {
     }
 }
 
+/// Unmaps the resident, unmodified file pages in `images`, each the code
+/// image of a component the caller holds for the whole call (see the module
+/// docs); returns their bytes. Blocking: it reads the page map.
+pub fn release_images(images: &[std::ops::Range<usize>]) -> std::io::Result<u64> {
+    #[cfg(target_os = "linux")]
+    {
+        linux::release_ranges(images)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = images;
+        Ok(0)
+    }
+}
+
 #[cfg(target_os = "linux")]
 mod linux {
     use super::Released;
@@ -93,11 +116,7 @@ mod linux {
     }
 
     pub(super) fn release(limit: usize) -> std::io::Result<Released> {
-        // SAFETY: sysconf only reads a constant of the system.
-        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
-            .ok()
-            .filter(|p| p.is_power_of_two())
-            .unwrap_or(4096);
+        let page = page_size();
         let (objects, segments) = read_only_segments(page, limit);
         let pagemap = File::open("/proc/self/pagemap")?;
         let mut bytes = 0;
@@ -105,6 +124,37 @@ mod linux {
             bytes += release_clean(&pagemap, s, page)?;
         }
         Ok(Released { objects, bytes })
+    }
+
+    pub(super) fn release_ranges(ranges: &[std::ops::Range<usize>]) -> std::io::Result<u64> {
+        let page = page_size();
+        let pagemap = File::open("/proc/self/pagemap")?;
+        let mut bytes = 0;
+        for r in ranges {
+            // Whole pages only: a neighbour may share the first or last one.
+            let end = r.end & !(page - 1);
+            let Some(start) = r.start.checked_next_multiple_of(page) else {
+                continue;
+            };
+            if end > start {
+                let s = Segment {
+                    start,
+                    end,
+                    #[cfg(test)]
+                    exec: false,
+                };
+                bytes += release_clean(&pagemap, &s, page)?;
+            }
+        }
+        Ok(bytes)
+    }
+
+    fn page_size() -> usize {
+        // SAFETY: sysconf only reads a constant of the system.
+        usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
+            .ok()
+            .filter(|p| p.is_power_of_two())
+            .unwrap_or(4096)
     }
 
     /// The never-writable `PT_LOAD` segments of the first `limit` loaded
@@ -214,9 +264,10 @@ mod linux {
     /// `MADV_DONTNEED` on pages `[first, end)` of the segment at `base`.
     fn unmap(base: usize, first: usize, end: usize, page: usize) -> u64 {
         let len = (end - first) * page;
-        // SAFETY: the range lies inside a read-only private file mapping of
-        // a loaded object, and every page in it was an unmodified file page:
-        // dropping it loses nothing, the next access maps the same bytes.
+        // SAFETY: the range lies inside a read-only private file mapping (a
+        // loaded object's segment, or a held component's published image) and
+        // every page in it was an unmodified file page: dropping it loses
+        // nothing, the next access maps the same bytes.
         let rc = unsafe {
             libc::madvise(
                 (base + first * page) as *mut libc::c_void,
@@ -300,5 +351,47 @@ mod tests {
         let text = format!("{:?}", std::collections::HashMap::from([(1, "one")]));
         let joined = std::thread::spawn(move || text.len()).join().unwrap();
         assert_eq!(joined, r#"{1: "one"}"#.len());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn a_held_components_clean_image_pages_are_released_and_it_still_runs() {
+        use turnstone_runtime::CompileSource;
+        use turnstone_test_support::engine::{openai_provider, test_runtime};
+        let rt = test_runtime();
+        // The first load may compile (an image in memory, no file pages);
+        // the next comes from the `.cwasm` it left in the cache.
+        let mut plugin = openai_provider(&rt, &[]).await;
+        if plugin.compile_source == CompileSource::Compiled {
+            plugin = openai_provider(&rt, &[]).await;
+        }
+        assert_ne!(plugin.compile_source, CompileSource::Compiled);
+        let image = plugin.code_image();
+        let page = page_size();
+        let pages: Vec<usize> = (image.start.next_multiple_of(page)..image.end & !(page - 1))
+            .step_by(page)
+            .collect();
+        let count = |state: (bool, bool)| pages.iter().filter(|&&a| page_state(a) == state).count();
+        // SAFETY: `plugin` keeps the image mapped, and it is readable.
+        let bytes = || unsafe {
+            std::slice::from_raw_parts(image.start as *const u8, image.end - image.start).to_vec()
+        };
+        // Reading every byte maps every page.
+        let copy = bytes();
+        let caps = plugin.provider_capabilities("gpt-4o").await.unwrap();
+        let (clean, private) = (count((true, true)), count((true, false)));
+        assert!(clean > 16, "{clean} clean pages of {}", pages.len());
+
+        let released = release_images(std::slice::from_ref(&image)).unwrap();
+        assert_eq!(released, (clean * page) as u64);
+        assert_eq!(count((true, true)), 0, "no clean page stays resident");
+        assert_eq!(count((true, false)), private, "private pages are kept");
+        // The same bytes come back, and the component still runs.
+        assert!(bytes() == copy, "the image reads back unchanged");
+        let again = plugin.provider_capabilities("gpt-4o").await.unwrap();
+        assert_eq!(
+            (again.context_window, again.supports_vision),
+            (caps.context_window, caps.supports_vision)
+        );
+        assert_eq!((caps.context_window, caps.supports_vision), (128_000, true));
     }
 }

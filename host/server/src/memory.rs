@@ -12,6 +12,7 @@ use crate::metrics::Metrics;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
+use turnstone_runtime::LivePlugins;
 
 /// How long activity must have stopped before the heap is trimmed.
 pub const QUIET: Duration = Duration::from_secs(5);
@@ -85,41 +86,210 @@ fn read_heap_stats() -> Option<HeapStats> {
     }
 }
 
+/// Code pages that came back while the server stayed quiet, beyond which they
+/// are released again: a client's connections closing, or a timer, runs code
+/// that was released without counting as activity, and on kernels that keep
+/// files in large folios one such fault can map far more than the page it
+/// needs.
+pub const REGROWTH: u64 = 1 << 20;
+
+/// The longest wait, in quiet ticks, between releases while code keeps coming
+/// back without activity (64 ticks of [`QUIET`]: about five minutes).
+const MAX_BACKOFF_TICKS: u32 = 64;
+
+/// When the quiet loop purges: once after each stretch of activity, and again
+/// while still quiet when the resident file pages grew by [`REGROWTH`] since
+/// the last purge, backing off (1, 2, 4 … [`MAX_BACKOFF_TICKS`] ticks) while
+/// they keep coming back, so code a periodic task runs is not released and
+/// faulted back every few seconds.
+#[derive(Debug)]
+pub struct QuietPurge {
+    last_activity: u64,
+    dirty: bool,
+    /// Resident file bytes right after the last purge.
+    after_purge: Option<u64>,
+    backoff: u32,
+    wait: u32,
+}
+
+impl QuietPurge {
+    /// A loop that purges once the activity figure, now `activity`, stops
+    /// moving (start-up counts as activity).
+    pub fn new(activity: u64) -> Self {
+        Self {
+            last_activity: activity,
+            dirty: true,
+            after_purge: None,
+            backoff: 0,
+            wait: 0,
+        }
+    }
+
+    /// One tick, [`QUIET`] after the last: the activity figure and the
+    /// process's resident file bytes (when known) now. True means purge now,
+    /// then report the resident file bytes to [`QuietPurge::purged`].
+    pub fn tick(&mut self, activity: u64, file_resident: Option<u64>) -> bool {
+        if activity != self.last_activity {
+            (self.last_activity, self.dirty) = (activity, true);
+            (self.backoff, self.wait) = (0, 0);
+            return false;
+        }
+        if self.dirty {
+            self.dirty = false;
+            return true;
+        }
+        let (Some(before), Some(now)) = (self.after_purge, file_resident) else {
+            return false;
+        };
+        if now < before.saturating_add(REGROWTH) {
+            return false;
+        }
+        if self.wait > 0 {
+            self.wait -= 1;
+            return false;
+        }
+        self.backoff = (self.backoff * 2).clamp(1, MAX_BACKOFF_TICKS);
+        self.wait = self.backoff;
+        true
+    }
+
+    /// Records the resident file bytes right after a purge.
+    pub fn purged(&mut self, file_resident: Option<u64>) {
+        self.after_purge = file_resident;
+    }
+}
+
+/// The process's resident file-backed and shared bytes (`/proc/self/statm`'s
+/// third field): its code, read-only data and mapped files.
+async fn file_resident() -> Option<u64> {
+    #[cfg(target_os = "linux")]
+    {
+        let statm = tokio::fs::read_to_string("/proc/self/statm").await.ok()?;
+        let pages: u64 = statm.split_whitespace().nth(2)?.parse().ok()?;
+        // SAFETY: sysconf only reads a constant of the system.
+        let page = u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).ok()?;
+        Some(pages * page)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        None
+    }
+}
+
 /// Trims the heap and (with `release_code`) releases the executable's
 /// touched code pages once after each stretch of activity, when `metrics`
-/// has not moved for [`QUIET`]; also once after start-up (loading components
-/// leaves garbage behind, and start-up code is not run again). Ends with
+/// has not moved for [`QUIET`], and again while quiet when released code came
+/// back ([`QuietPurge`]); also once after start-up (loading components leaves
+/// garbage behind, and start-up code is not run again). With `plugins`, the
+/// code images of the components loaded now are released too. Ends with
 /// `shutdown`.
 pub async fn purge_when_quiet(
     metrics: Arc<Metrics>,
     release_code: bool,
+    plugins: Option<Arc<LivePlugins>>,
     shutdown: CancellationToken,
 ) {
-    let mut last = metrics.activity();
-    let mut dirty = true;
+    let mut state = QuietPurge::new(metrics.activity());
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
             _ = tokio::time::sleep(QUIET) => {}
         }
-        let now = metrics.activity();
-        if now != last {
-            (last, dirty) = (now, true);
-        } else if dirty {
-            dirty = false;
-            let _ = tokio::task::spawn_blocking(move || {
-                trim();
-                if !release_code {
-                    return;
-                }
-                match crate::image_pages::release() {
-                    Ok(r) => {
-                        tracing::debug!(bytes = r.bytes, objects = r.objects, "released code pages")
-                    }
-                    Err(e) => tracing::debug!("releasing code pages: {e}"),
-                }
-            })
-            .await;
+        // Without the code release there is nothing that grows back unseen.
+        let file = if release_code {
+            file_resident().await
+        } else {
+            None
+        };
+        if !state.tick(metrics.activity(), file) {
+            continue;
         }
+        // Held through the release: a component of this registry stays
+        // mapped until the snapshot is dropped, even if a reload replaces it.
+        let registry = plugins.as_ref().map(|p| p.snapshot());
+        let _ = tokio::task::spawn_blocking(move || {
+            trim();
+            if !release_code {
+                return;
+            }
+            match crate::image_pages::release() {
+                Ok(r) => {
+                    tracing::debug!(bytes = r.bytes, objects = r.objects, "released code pages")
+                }
+                Err(e) => tracing::debug!("releasing code pages: {e}"),
+            }
+            if let Some(registry) = registry {
+                let images: Vec<_> = registry.loaded().map(|p| p.code_image()).collect();
+                match crate::image_pages::release_images(&images) {
+                    Ok(bytes) => tracing::debug!(bytes, "released component code pages"),
+                    Err(e) => tracing::debug!("releasing component code pages: {e}"),
+                }
+            }
+        })
+        .await;
+        if release_code {
+            state.purged(file_resident().await);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MB: u64 = 1 << 20;
+
+    #[test]
+    fn purges_once_per_quiet_stretch_while_nothing_grows_back() {
+        let mut q = QuietPurge::new(7);
+        assert!(q.tick(7, Some(20 * MB)), "start-up counts as activity");
+        q.purged(Some(18 * MB));
+        for _ in 0..5 {
+            assert!(
+                !q.tick(7, Some(18 * MB + MB / 2)),
+                "under the regrowth mark"
+            );
+        }
+        assert!(!q.tick(9, Some(30 * MB)), "activity: wait for quiet");
+        assert!(!q.tick(12, Some(30 * MB)), "still moving");
+        assert!(q.tick(12, Some(30 * MB)), "quiet again");
+        q.purged(Some(19 * MB));
+        assert!(!q.tick(12, Some(19 * MB)));
+    }
+
+    #[test]
+    fn regrowth_without_activity_purges_again_backing_off_while_it_recurs() {
+        let mut q = QuietPurge::new(0);
+        assert!(q.tick(0, Some(20 * MB)));
+        q.purged(Some(18 * MB));
+        // A client's connections close: released code comes back.
+        assert!(q.tick(0, Some(24 * MB)), "regrown: released again");
+        q.purged(Some(18 * MB));
+        // A timer keeps bringing it back: each later release waits twice as long.
+        let mut gaps = Vec::new();
+        let mut since = 0;
+        for _ in 0..40 {
+            since += 1;
+            if q.tick(0, Some(24 * MB)) {
+                gaps.push(since);
+                since = 0;
+                q.purged(Some(18 * MB));
+            }
+        }
+        assert_eq!(gaps, [2, 3, 5, 9, 17], "ticks between releases");
+        // Activity resets the backoff.
+        assert!(!q.tick(1, Some(24 * MB)));
+        assert!(q.tick(1, Some(24 * MB)));
+        q.purged(Some(18 * MB));
+        assert!(q.tick(1, Some(24 * MB)), "no wait after a fresh stretch");
+    }
+
+    #[test]
+    fn without_readings_only_activity_triggers_a_purge() {
+        let mut q = QuietPurge::new(0);
+        assert!(q.tick(0, None));
+        q.purged(None);
+        assert!(!q.tick(0, None));
+        assert!(!q.tick(0, Some(100 * MB)), "no reading after the purge");
     }
 }

@@ -1,10 +1,13 @@
 //! Messages API request bodies.
 
 use crate::models::{Thinking, lookup};
+use serde::Serialize;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 use turnstone_plugin_sdk::provider::{
     CompletionRequest, ContentPart, Message, ProviderError, Role, text_of,
 };
+use turnstone_plugin_sdk::request_body::{RequestBody, tool_schema};
 
 /// Default output budget when the request sets none.
 pub const DEFAULT_MAX_TOKENS: u32 = 4096;
@@ -113,8 +116,38 @@ fn assistant_blocks(m: &Message, replay: bool) -> Vec<Value> {
     blocks
 }
 
+/// One entry of the `tools` list; a function's schema is the text the host
+/// sent (see [`turnstone_plugin_sdk::request_body`]).
+#[derive(Serialize)]
+#[serde(untagged)]
+pub enum ToolEntry<'a> {
+    /// A function the model may call.
+    Function {
+        /// The tool's name.
+        name: &'a str,
+        /// What it does.
+        description: &'a str,
+        /// Its parameter schema.
+        input_schema: &'a RawValue,
+        /// Found through the server-side tool search rather than listed.
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        defer_loading: bool,
+    },
+    /// A server tool (the BM25 tool search).
+    Server {
+        /// Its versioned type.
+        #[serde(rename = "type")]
+        kind: &'static str,
+        /// Its name.
+        name: &'static str,
+    },
+}
+
+/// A Messages API request body.
+pub type Body<'a> = RequestBody<ToolEntry<'a>>;
+
 /// The Messages API request body.
-pub fn messages_body(req: &CompletionRequest) -> Result<Value, ProviderError> {
+pub fn messages_body(req: &CompletionRequest) -> Result<Body<'_>, ProviderError> {
     if req.model.is_empty() {
         return Err(bad("no model given"));
     }
@@ -200,6 +233,7 @@ pub fn messages_body(req: &CompletionRequest) -> Result<Value, ProviderError> {
     if !system.is_empty() {
         body.insert("system".into(), json!(system.join("\n\n")));
     }
+    let mut tools = Vec::new();
     if !req.tools.is_empty() {
         // Native search only where it exists (not on compatible local
         // servers) and only with something left undeferred: a request whose
@@ -209,21 +243,21 @@ pub fn messages_body(req: &CompletionRequest) -> Result<Value, ProviderError> {
             && req.provider == "anthropic"
             && req.tools.iter().any(|t| t.defer_loading)
             && req.tools.iter().any(|t| !t.defer_loading);
-        let mut tools = Vec::with_capacity(req.tools.len() + 1);
+        tools.reserve(req.tools.len() + 1);
         if native {
-            tools.push(json!({"type": TOOL_SEARCH_TOOL, "name": "tool_search_tool_bm25"}));
+            tools.push(ToolEntry::Server {
+                kind: TOOL_SEARCH_TOOL,
+                name: "tool_search_tool_bm25",
+            });
         }
         for t in &req.tools {
-            let schema: Value = serde_json::from_str(&t.parameters)
-                .map_err(|e| bad(format!("tool {} parameters are not JSON: {e}", t.name)))?;
-            let mut tool =
-                json!({"name": t.name, "description": t.description, "input_schema": schema});
-            if native && t.defer_loading {
-                tool["defer_loading"] = json!(true);
-            }
-            tools.push(tool);
+            tools.push(ToolEntry::Function {
+                name: &t.name,
+                description: &t.description,
+                input_schema: tool_schema(t)?,
+                defer_loading: native && t.defer_loading,
+            });
         }
-        body.insert("tools".into(), Value::Array(tools));
     }
     match &profile.thinking {
         Thinking::None => {}
@@ -245,19 +279,26 @@ pub fn messages_body(req: &CompletionRequest) -> Result<Value, ProviderError> {
     {
         body.insert("temperature".into(), json!(t));
     }
+    let mut body = Body {
+        fields: body,
+        tools,
+    };
     if let Some(extra) = &req.extra {
-        match serde_json::from_str::<Value>(extra) {
-            Ok(Value::Object(m)) => body.extend(m),
-            _ => return Err(bad("extra must be a JSON object")),
-        }
+        body.merge_extra(extra)?;
     }
-    Ok(Value::Object(body))
+    Ok(body)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use turnstone_plugin_sdk::provider::ToolCall;
+
+    /// The body as the JSON the server receives.
+    fn body_of(r: &CompletionRequest) -> Result<Value, ProviderError> {
+        let text = messages_body(r)?.to_json()?;
+        Ok(serde_json::from_str(&text).expect("the body is JSON"))
+    }
 
     fn msg(role: Role, text: &str) -> Message {
         Message {
@@ -304,7 +345,7 @@ mod tests {
         let mut r = req("claude-sonnet-4-5", vec![msg(Role::User, "hi")]);
         r.tools = vec![tool("read_file", false), tool("mcp__gh__search", true)];
         r.tool_search = true;
-        let body = messages_body(&r).unwrap();
+        let body = body_of(&r).unwrap();
         let tools = body["tools"].as_array().unwrap();
         assert_eq!(
             tools[0],
@@ -345,7 +386,7 @@ mod tests {
             r.provider = provider.into();
             r.tools = tools;
             r.tool_search = search;
-            let body = messages_body(&r).unwrap();
+            let body = body_of(&r).unwrap();
             let tools = body["tools"].as_array().unwrap();
             assert!(
                 tools
@@ -372,7 +413,7 @@ mod tests {
             name: "mcp__gh__search".into(),
             arguments: "{}".into(),
         }];
-        let body = messages_body(&req("claude-sonnet-4-5", vec![msg(Role::User, "q"), a])).unwrap();
+        let body = body_of(&req("claude-sonnet-4-5", vec![msg(Role::User, "q"), a])).unwrap();
         let blocks = body["messages"][1]["content"].as_array().unwrap();
         let kinds: Vec<&str> = blocks.iter().map(|b| b["type"].as_str().unwrap()).collect();
         assert_eq!(
@@ -397,7 +438,7 @@ mod tests {
                 data_base64: "iVBO".into(),
             },
         ));
-        let body = messages_body(&req(
+        let body = body_of(&req(
             "claude-opus-4-8",
             vec![msg(Role::User, "look"), assistant, tool],
         ))
@@ -424,7 +465,7 @@ mod tests {
         let mut tool = msg(Role::Tool, "out");
         tool.tool_call_id = Some("c1".into());
         tool.is_error = true;
-        let body = messages_body(&req(
+        let body = body_of(&req(
             "claude-opus-4-8",
             vec![
                 msg(Role::System, "be brief"),
@@ -450,6 +491,6 @@ mod tests {
         );
         assert_eq!(m[2]["content"][0]["is_error"], true);
         assert_eq!(m[2]["content"][1], json!({"type": "text", "text": "c"}));
-        assert!(messages_body(&req("", vec![])).is_err());
+        assert!(body_of(&req("", vec![])).is_err());
     }
 }

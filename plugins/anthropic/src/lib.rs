@@ -19,7 +19,7 @@ impl Provider for Anthropic {
     }
 
     fn build_request(request: &CompletionRequest) -> Result<String, ProviderError> {
-        body::messages_body(request).map(|v| v.to_string())
+        body::messages_body(request)?.to_json()
     }
 
     fn complete(request: &CompletionRequest) -> Result<(), ProviderError> {

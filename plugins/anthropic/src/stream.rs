@@ -249,11 +249,11 @@ fn append(block: &mut Value, key: &str, text: &str) {
 
 /// Sends the request and streams its events to the host.
 pub fn complete(req: &CompletionRequest) -> Result<(), ProviderError> {
-    let body = messages_body(req)?;
+    let body = messages_body(req)?.to_json()?;
     // The base URL is the server root; tolerate a pasted trailing /v1.
     let base = req.base_url.trim_end_matches('/').trim_end_matches("/v1");
     let url = format!("{base}/v1/messages");
-    let plain = Request::post(url, body.to_string())
+    let plain = Request::post(url, body)
         .header("content-type", "application/json")
         .header("accept", "text/event-stream")
         .header("anthropic-version", API_VERSION);

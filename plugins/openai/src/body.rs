@@ -1,5 +1,6 @@
 //! Request bodies for the Chat Completions API.
 
+use crate::tools::{Body, FunctionSpec, ToolEntry};
 use serde_json::{Map, Value, json};
 use turnstone_plugin_sdk::provider::{
     CompletionRequest, ContentPart, ImageData, Message, ModelCapabilities, ProviderError, Role,
@@ -156,8 +157,8 @@ pub enum Api {
     Responses,
 }
 
-/// The body for whichever API serves `req`.
-pub fn request_body(req: &CompletionRequest) -> Result<(Api, Value), ProviderError> {
+/// The body's JSON text for whichever API serves `req`.
+pub fn request_body(req: &CompletionRequest) -> Result<(Api, String), ProviderError> {
     let caps = overrides(req)?;
     if crate::responses::uses_responses(req, &caps) {
         if req.model.is_empty() {
@@ -165,15 +166,15 @@ pub fn request_body(req: &CompletionRequest) -> Result<(Api, Value), ProviderErr
         }
         Ok((
             Api::Responses,
-            crate::responses::responses_body(req, &caps)?,
+            crate::responses::responses_body(req, &caps)?.to_json()?,
         ))
     } else {
-        Ok((Api::Chat, chat_body(req)?))
+        Ok((Api::Chat, chat_body(req)?.to_json()?))
     }
 }
 
 /// The Chat Completions request body.
-pub fn chat_body(req: &CompletionRequest) -> Result<Value, ProviderError> {
+pub fn chat_body(req: &CompletionRequest) -> Result<Body<'_>, ProviderError> {
     if req.model.is_empty() {
         return Err(bad("no model given"));
     }
@@ -215,25 +216,21 @@ pub fn chat_body(req: &CompletionRequest) -> Result<Value, ProviderError> {
     if let Some(effort) = &req.reasoning_effort {
         body.insert("reasoning_effort".into(), json!(effort));
     }
-    if !req.tools.is_empty() {
-        let mut tools = Vec::with_capacity(req.tools.len());
-        for t in &req.tools {
-            let params: Value = serde_json::from_str(&t.parameters)
-                .map_err(|e| bad(format!("tool {} parameters are not JSON: {e}", t.name)))?;
-            tools.push(json!({
-                "type": "function",
-                "function": {"name": t.name, "description": t.description, "parameters": params},
-            }));
-        }
-        body.insert("tools".into(), Value::Array(tools));
+    let mut tools = Vec::with_capacity(req.tools.len());
+    for t in &req.tools {
+        tools.push(ToolEntry::Chat {
+            kind: "function",
+            function: FunctionSpec::of(t)?,
+        });
     }
+    let mut body = Body {
+        fields: body,
+        tools,
+    };
     if let Some(extra) = &req.extra {
-        match serde_json::from_str::<Value>(extra) {
-            Ok(Value::Object(m)) => body.extend(m),
-            _ => return Err(bad("extra must be a JSON object")),
-        }
+        body.merge_extra(extra)?;
     }
-    Ok(Value::Object(body))
+    Ok(body)
 }
 
 #[cfg(test)]

@@ -7,8 +7,8 @@ pub mod chunk;
 pub mod responses;
 pub mod sse;
 pub mod stream;
+pub mod tools;
 
-use turnstone_plugin_sdk::http::HttpError;
 use turnstone_plugin_sdk::provider::{
     CompletionRequest, ModelCapabilities, Provider, ProviderError, ServedModel,
 };
@@ -22,7 +22,7 @@ impl Provider for OpenAi {
     }
 
     fn build_request(request: &CompletionRequest) -> Result<String, ProviderError> {
-        body::request_body(request).map(|(_, v)| v.to_string())
+        body::request_body(request).map(|(_, body)| body)
     }
 
     fn complete(request: &CompletionRequest) -> Result<(), ProviderError> {
@@ -42,11 +42,8 @@ impl Provider for OpenAi {
             });
         }
         // Local servers often run without a key: no granted key, no header.
-        let auth = |r: turnstone_plugin_sdk::http::Request| match r.clone().bearer_secret("api_key")
-        {
-            Err(HttpError::Denied(_)) => Ok(r),
-            other => other,
-        };
+        let auth =
+            |r: turnstone_plugin_sdk::http::Request| Ok(r.bearer_secret_if_granted("api_key"));
         turnstone_plugin_sdk::served::probe_self_hosted(&request.base_url, &request.model, &auth)
     }
 }

@@ -2,6 +2,7 @@
 //! SSE stream.
 
 use crate::body::DEFAULT_MAX_TOKENS;
+use crate::tools::{Body, FunctionSpec, ToolEntry};
 use serde_json::{Map, Value, json};
 use turnstone_plugin_sdk::provider::{
     CompletionRequest, ContentPart, FinishReason, ProviderError, Role, ServerError, StreamEvent,
@@ -76,10 +77,10 @@ fn tool_output(parts: &[ContentPart]) -> Value {
 }
 
 /// The Responses request body.
-pub fn responses_body(
-    req: &CompletionRequest,
+pub fn responses_body<'a>(
+    req: &'a CompletionRequest,
     caps: &Map<String, Value>,
-) -> Result<Value, ProviderError> {
+) -> Result<Body<'a>, ProviderError> {
     let mut instructions = Vec::new();
     let mut input = Vec::new();
     for m in &req.messages {
@@ -150,32 +151,34 @@ pub fn responses_body(
     if let Some(v) = caps.get("verbosity").and_then(Value::as_str) {
         body.insert("text".into(), json!({"verbosity": v}));
     }
+    let mut tools = Vec::with_capacity(req.tools.len() + 1);
     if !req.tools.is_empty() {
         // Hosted tool search over the deferred tools, where the model has it.
         let native = req.tool_search
             && req.provider == "openai"
             && supports_tool_search(&req.model)
             && req.tools.iter().any(|t| t.defer_loading);
-        let mut tools = Vec::with_capacity(req.tools.len() + 1);
         for t in &req.tools {
-            let params: Value = serde_json::from_str(&t.parameters).map_err(|e| {
-                ProviderError::BadRequest(format!("tool {} parameters are not JSON: {e}", t.name))
-            })?;
-            let mut tool = json!({
-                "type": "function", "name": t.name, "description": t.description,
-                "parameters": params, "strict": false,
+            let spec = FunctionSpec::of(t)?;
+            tools.push(ToolEntry::Flat {
+                kind: "function",
+                name: spec.name,
+                description: spec.description,
+                parameters: spec.parameters,
+                strict: false,
+                defer_loading: native && t.defer_loading,
             });
-            if native && t.defer_loading {
-                tool["defer_loading"] = json!(true);
-            }
-            tools.push(tool);
         }
         if native {
-            tools.push(json!({"type": "tool_search"}));
+            tools.push(ToolEntry::Hosted {
+                kind: "tool_search",
+            });
         }
-        body.insert("tools".into(), Value::Array(tools));
     }
-    Ok(Value::Object(body))
+    Ok(Body {
+        fields: body,
+        tools,
+    })
 }
 
 /// Parses one Responses stream.
@@ -343,6 +346,10 @@ impl turnstone_plugin_sdk::provider::SseHandler for ResponsesStream<'_> {
 mod tests {
     use super::*;
 
+    fn as_value(body: Body<'_>) -> Value {
+        serde_json::from_str(&body.to_json().unwrap()).unwrap()
+    }
+
     #[test]
     fn a_tool_image_rides_in_its_function_call_output() {
         let req = CompletionRequest {
@@ -359,7 +366,7 @@ mod tests {
             extra: None,
             tool_search: false,
         };
-        let body = responses_body(&req, &Map::new()).unwrap();
+        let body = as_value(responses_body(&req, &Map::new()).unwrap());
         let outputs: Vec<&Value> = body["input"]
             .as_array()
             .unwrap()
@@ -464,7 +471,7 @@ mod tests {
 
     #[test]
     fn hosted_tool_search_defers_the_marked_tools_on_gpt_5_4_and_later() {
-        let body = responses_body(&request("gpt-5.4", true), &Map::new()).unwrap();
+        let body = as_value(responses_body(&request("gpt-5.4", true), &Map::new()).unwrap());
         let tools = body["tools"].as_array().unwrap();
         assert_eq!(tools.len(), 3);
         assert_eq!(tools[0]["name"], "read_file");
@@ -473,7 +480,7 @@ mod tests {
         assert_eq!(tools[2], json!({"type": "tool_search"}));
         // Older models, or no search asked: plain functions.
         for (model, search) in [("gpt-5.2", true), ("gpt-5.4", false)] {
-            let body = responses_body(&request(model, search), &Map::new()).unwrap();
+            let body = as_value(responses_body(&request(model, search), &Map::new()).unwrap());
             let tools = body["tools"].as_array().unwrap();
             assert_eq!(tools.len(), 2, "{model}");
             assert!(tools.iter().all(|t| t.get("defer_loading").is_none()));
@@ -527,7 +534,7 @@ mod tests {
             provider_data: Some(json!(items).to_string()),
             source: None,
         });
-        let body = responses_body(&req, &Map::new()).unwrap();
+        let body = as_value(responses_body(&req, &Map::new()).unwrap());
         let kinds: Vec<&str> = body["input"]
             .as_array()
             .unwrap()

@@ -7,12 +7,12 @@ use crate::responses::ResponsesStream;
 use crate::sse::SseDecoder;
 use crate::sse::ThinkSplitter;
 use serde_json::Value;
-use turnstone_plugin_sdk::http::{HttpError, Request};
+use turnstone_plugin_sdk::http::Request;
 use turnstone_plugin_sdk::provider::{
     CompletionRequest, FinishReason, ProviderError, ServerError, StreamEvent, ToolCallDelta, Usage,
     emit,
 };
-use turnstone_plugin_sdk::provider::{SseHandler, drive_sse, http_error, send_streaming};
+use turnstone_plugin_sdk::provider::{SseHandler, drive_sse, send_streaming};
 
 /// Parses one stream's events; `sink` returns false to stop.
 pub struct ChatStream<'a> {
@@ -150,15 +150,11 @@ pub fn complete(req: &CompletionRequest) -> Result<(), ProviderError> {
         Api::Responses => "responses",
     };
     let url = format!("{}/{path}", req.base_url.trim_end_matches('/'));
-    let base = Request::post(url, body.to_string())
+    let base = Request::post(url, body)
         .header("content-type", "application/json")
         .header("accept", "text/event-stream");
     // Local servers often run without a key: no granted key, no header.
-    let request = match base.clone().bearer_secret("api_key") {
-        Ok(r) => r,
-        Err(HttpError::Denied(_)) => base,
-        Err(e) => return Err(http_error(e)),
-    };
+    let request = base.bearer_secret_if_granted("api_key");
     let mut resp = send_streaming(request)?;
     let mut sink = |ev: StreamEvent| emit(&ev);
     match api {
