@@ -337,8 +337,9 @@ pub struct ServerConfig {
     pub body_timeout: f64,
     /// Concurrent connections per client address (0 = no cap).
     pub max_connections_per_ip: usize,
-    /// Once quiet, unmap the pages of code and read-only data that start-up
-    /// or a burst touched (they stay in the page cache; docs/server.md).
+    /// Once quiet, unmap the pages of code and read-only data (the binary's
+    /// and the loaded components') that start-up or a burst touched (they
+    /// stay in the page cache; docs/server.md).
     pub release_code_pages: bool,
 }
 
