@@ -308,9 +308,10 @@ impl LoadedPlugin {
     }
 
     /// Where this plugin's compiled code image lies in memory: a `.cwasm`
-    /// mapped from the component cache, or memory holding what was compiled
-    /// at load. It stays mapped while this plugin is held, and wasmtime made
-    /// it read-only before the plugin was loaded: nothing writes to it again.
+    /// mapped privately from the component cache or a built-in's directory,
+    /// or memory holding what was compiled at load. It stays mapped while
+    /// this plugin is held, and wasmtime made it read-only before the plugin
+    /// was loaded: nothing writes to it again.
     pub fn code_image(&self) -> std::ops::Range<usize> {
         let r = self.pre.component().image_range();
         r.start as usize..r.end as usize

@@ -22,13 +22,16 @@
 //!
 //! The loaded components' code images get the same treatment
 //! ([`release_images`]), each only while the caller holds the component (so
-//! it cannot be unmapped and its addresses reused during the scan) and only
-//! after wasmtime has relocated it and made it read-only (it is never written
-//! again); relocated pages are private memory, and an image compiled in
-//! memory rather than mapped from a `.cwasm` has no file pages, so both are
-//! left alone. The component cache replaces a `.cwasm` by renaming a new
-//! file over it, never by writing into it, so a page read back comes from
-//! the same bytes.
+//! it cannot be unmapped and its addresses reused during the scan). wasmtime
+//! maps a `.cwasm` privately and makes the whole image read-only before the
+//! component is loaded, and it never writes to it again; an image compiled
+//! in memory rather than mapped from a `.cwasm` has no file pages, so it is
+//! left alone. The component cache and `turnstone plugins precompile`
+//! replace a `.cwasm` by renaming a new file over it, never by writing into
+//! it, so a page read back comes from the bytes the component was loaded
+//! from. A `.cwasm` overwritten in place while the server runs (`cp` over a
+//! built-in's file) would be read back changed, as it would after the kernel
+//! dropped the same pages under memory pressure: replace files by renaming.
 //!
 //! The pages still count against a container's memory cgroup (as page
 //! cache), and unmapped page-cache pages are the first the kernel reclaims,

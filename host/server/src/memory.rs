@@ -98,7 +98,7 @@ pub const REGROWTH: u64 = 1 << 20;
 const MAX_BACKOFF_TICKS: u32 = 64;
 
 /// When the quiet loop purges: once after each stretch of activity, and again
-/// while still quiet when the resident file pages grew by [`REGROWTH`] since
+/// while still quiet when the resident file-backed pages grew by [`REGROWTH`] since
 /// the last purge, backing off (1, 2, 4 … [`MAX_BACKOFF_TICKS`] ticks) while
 /// they keep coming back, so code a periodic task runs is not released and
 /// faulted back every few seconds.
@@ -245,16 +245,17 @@ mod tests {
         assert!(q.tick(7, Some(20 * MB)), "start-up counts as activity");
         q.purged(Some(18 * MB));
         for _ in 0..5 {
-            assert!(
-                !q.tick(7, Some(18 * MB + MB / 2)),
-                "under the regrowth mark"
-            );
+            assert!(!q.tick(7, Some(19 * MB - 1)), "under the regrowth mark");
         }
         assert!(!q.tick(9, Some(30 * MB)), "activity: wait for quiet");
         assert!(!q.tick(12, Some(30 * MB)), "still moving");
         assert!(q.tick(12, Some(30 * MB)), "quiet again");
         q.purged(Some(19 * MB));
         assert!(!q.tick(12, Some(19 * MB)));
+        assert!(
+            q.tick(12, Some(20 * MB)),
+            "exactly the regrowth mark above the last purge's reading"
+        );
     }
 
     #[test]
@@ -265,10 +266,11 @@ mod tests {
         // A client's connections close: released code comes back.
         assert!(q.tick(0, Some(24 * MB)), "regrown: released again");
         q.purged(Some(18 * MB));
-        // A timer keeps bringing it back: each later release waits twice as long.
+        // A timer keeps bringing it back: each later release waits twice as
+        // long, up to the cap.
         let mut gaps = Vec::new();
         let mut since = 0;
-        for _ in 0..40 {
+        for _ in 0..300 {
             since += 1;
             if q.tick(0, Some(24 * MB)) {
                 gaps.push(since);
@@ -276,7 +278,11 @@ mod tests {
                 q.purged(Some(18 * MB));
             }
         }
-        assert_eq!(gaps, [2, 3, 5, 9, 17], "ticks between releases");
+        assert_eq!(
+            gaps,
+            [2, 3, 5, 9, 17, 33, 65, 65, 65],
+            "ticks between releases"
+        );
         // Activity resets the backoff.
         assert!(!q.tick(1, Some(24 * MB)));
         assert!(q.tick(1, Some(24 * MB)));

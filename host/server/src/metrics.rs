@@ -17,6 +17,8 @@ pub struct Metrics {
     turns: AtomicU64,
     failed_turns: AtomicU64,
     requests: AtomicU64,
+    /// Engine events of running turns: a long reply or tool run moves it.
+    engine_events: AtomicU64,
     evicted: AtomicU64,
     ratelimited: AtomicU64,
     connections_refused: AtomicU64,
@@ -125,10 +127,16 @@ impl Metrics {
         )
     }
 
-    /// A figure that grows with every HTTP request and finished turn: the
-    /// memory purge waits for it to stop moving.
+    /// A figure that grows with every HTTP request, every engine event of a
+    /// running turn and every finished turn: the memory purge waits for it
+    /// to stop moving.
     pub fn activity(&self) -> u64 {
-        self.requests.load(Relaxed) + self.turns.load(Relaxed)
+        self.requests.load(Relaxed) + self.engine_events.load(Relaxed) + self.turns.load(Relaxed)
+    }
+
+    /// Counts one engine event of a running turn (text, a tool call, …).
+    pub fn engine_event(&self) {
+        self.engine_events.fetch_add(1, Relaxed);
     }
 
     /// Records one HTTP request.
@@ -292,4 +300,26 @@ fn escape(s: &str) -> String {
     s.replace('\\', "\\\\")
         .replace('"', "\\\"")
         .replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_running_turns_events_and_finished_turns_all_count_as_activity() {
+        let m = Metrics::default();
+        let mut last = m.activity();
+        let steps: [(&str, &dyn Fn(&Metrics)); 3] = [
+            ("request", &|m| m.request("GET", "/health", 200, 0.001)),
+            ("engine event", &|m| m.engine_event()),
+            ("finished turn", &|m| m.turn_finished(false)),
+        ];
+        for (what, step) in steps {
+            step(&m);
+            let now = m.activity();
+            assert!(now > last, "a {what} moved nothing");
+            last = now;
+        }
+    }
 }

@@ -269,6 +269,8 @@ impl Core {
 
     /// Renders one engine event onto the streams.
     fn on_event(&self, event: Event) {
+        // A turn streaming for longer than the quiet period is not quiet.
+        self.metrics.engine_event();
         match event {
             Event::Content(t) => return self.content(&t.text),
             Event::Reasoning(ref t) => lock(&self.status).reasoning.push_str(&t.text),
