@@ -310,7 +310,8 @@ mod tests {
     fn requests_running_turns_events_and_finished_turns_all_count_as_activity() {
         let m = Metrics::default();
         let mut last = m.activity();
-        let steps: [(&str, &dyn Fn(&Metrics)); 3] = [
+        type Step<'a> = (&'a str, &'a dyn Fn(&Metrics));
+        let steps: [Step; 3] = [
             ("request", &|m| m.request("GET", "/health", 200, 0.001)),
             ("engine event", &|m| m.engine_event()),
             ("finished turn", &|m| m.turn_finished(false)),
