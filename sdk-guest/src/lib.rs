@@ -45,6 +45,7 @@
 
 pub mod agent;
 pub mod channel;
+mod delta_batch;
 pub mod fs;
 pub mod guard;
 pub mod host;

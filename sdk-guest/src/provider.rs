@@ -33,6 +33,7 @@ pub mod bindings {
     });
 }
 
+pub use crate::delta_batch::DeltaBatch;
 use crate::http::HttpError;
 use serde_json::Value;
 
@@ -65,6 +66,14 @@ pub trait SseHandler {
     fn done(&self) -> bool;
     /// Checks the stream ended properly.
     fn end(&mut self) -> Result<(), ProviderError>;
+    /// Called after the events of each network read were handled, before
+    /// waiting for the next: a handler that holds back deltas (a
+    /// [`DeltaBatch`]) sends them now. Also called before an error from
+    /// [`SseHandler::handle`] is returned, so text that arrived before the
+    /// error is not lost.
+    fn flush(&mut self) -> Result<(), ProviderError> {
+        Ok(())
+    }
 }
 
 /// Sends a streaming request; a non-200 answer becomes the typed error its
@@ -91,14 +100,30 @@ pub fn drive_sse(
     handler: &mut dyn SseHandler,
 ) -> Result<(), ProviderError> {
     let mut decoder = crate::sse::SseDecoder::default();
-    while let Some(chunk) = response.next_chunk().map_err(http_error)? {
-        decoder.push_each(&chunk, |data| handler.handle(data))?;
+    loop {
+        let chunk = match response.next_chunk() {
+            Ok(Some(chunk)) => chunk,
+            Ok(None) => break,
+            Err(e) => {
+                handler.flush()?;
+                return Err(http_error(e));
+            }
+        };
+        if let Err(e) = decoder.push_each(&chunk, |data| handler.handle(data)) {
+            // What arrived before the error still reaches the host.
+            let _ = handler.flush();
+            return Err(e);
+        }
         if handler.done() {
             return handler.end();
         }
+        handler.flush()?;
     }
     for data in decoder.finish() {
-        handler.handle(&data)?;
+        if let Err(e) = handler.handle(&data) {
+            let _ = handler.flush();
+            return Err(e);
+        }
     }
     handler.end()
 }

@@ -17,10 +17,12 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use turnstone_engine::events::EventSink;
+use turnstone_engine::events::{EventSink, SessionEvent};
 use turnstone_engine::session::{ChatSession, ModelBinding, SessionConfig};
+use turnstone_protocol::Event;
 use turnstone_runtime::{PluginRegistry, PluginSettings, PluginSource, Runtime, RuntimeOptions};
 use turnstone_scripted_llm::{ScriptedLlm, Step, openai};
 use turnstone_storage::prelude::*;
@@ -67,6 +69,12 @@ async fn raw_fetch(port: u16) -> usize {
         buf.extend_from_slice(&tmp[..n]);
     }
     buf.len()
+}
+
+/// Process CPU time (all threads, user + system), to the nanosecond.
+fn precise_cpu_time() -> Duration {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -268,6 +276,12 @@ async fn run() {
         let long = || step(openai::text(&parts));
         let mut raw_runs = Vec::new();
         let mut session_runs = Vec::new();
+        // Content events per run: fewer than the deltas when the provider
+        // merges the deltas of one read.
+        let mut event_counts = Vec::new();
+        // Process CPU spent in each kind of run: the server's share is the
+        // same in both, so the difference is what the consumer costs.
+        let (mut raw_cpu, mut session_cpu) = (Duration::ZERO, Duration::ZERO);
         let n: usize = std::env::var("TURNSTONE_BENCH_STREAM_RUNS")
             .ok()
             .and_then(|v| v.parse().ok())
@@ -275,23 +289,34 @@ async fn run() {
         for _ in 0..n {
             llm.push(long());
             let t = Instant::now();
+            let cpu = precise_cpu_time();
             let bytes = raw_fetch(llm.port()).await;
             raw_runs.push(t.elapsed());
+            raw_cpu += precise_cpu_time() - cpu;
             assert!(
                 bytes > STREAM_DELTAS * 20,
                 "the raw stream arrived ({bytes} bytes)"
             );
 
+            let contents = Arc::new(AtomicUsize::new(0));
+            let counter = contents.clone();
             let mut session = ChatSession::new(
                 binding.clone(),
                 tools.clone(),
-                EventSink::with_handler(|_| {}),
+                EventSink::with_handler(move |ev| {
+                    if matches!(ev, SessionEvent::Wire(Event::Content(_))) {
+                        counter.fetch_add(1, Ordering::Relaxed);
+                    }
+                }),
                 SessionConfig::new("bench_stream", dir.path().to_path_buf()),
             );
             llm.push(long());
             let t = Instant::now();
+            let cpu = precise_cpu_time();
             session.send("stream").await.expect("stream turn");
             session_runs.push(t.elapsed());
+            session_cpu += precise_cpu_time() - cpu;
+            event_counts.push(contents.load(Ordering::Relaxed));
             let text = session
                 .turns()
                 .last()
@@ -318,6 +343,16 @@ async fn run() {
         println!(
             "  ratio                {:.1} % of the raw stream",
             rate(via) / rate(raw) * 100.0
+        );
+        println!(
+            "  process CPU per run  raw {:.1?}, provider + session {:.1?}",
+            raw_cpu / n as u32,
+            session_cpu / n as u32
+        );
+        event_counts.sort_unstable();
+        println!(
+            "  content events       {} per run (median; {STREAM_DELTAS} deltas sent)",
+            event_counts[event_counts.len() / 2]
         );
     }
 }

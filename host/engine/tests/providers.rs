@@ -32,12 +32,17 @@ struct Events {
     finish: Mutex<Vec<String>>,
     usage: Mutex<Option<(u32, u32)>>,
     native: Mutex<Option<String>>,
+    /// Each text delta as it arrived.
+    text_events: Mutex<Vec<String>>,
 }
 
 impl ProviderEventSink for Events {
     fn event(&self, e: wit::StreamEvent) -> bool {
         match e {
-            wit::StreamEvent::TextDelta(t) => self.text.lock().unwrap().push_str(&t),
+            wit::StreamEvent::TextDelta(t) => {
+                self.text.lock().unwrap().push_str(&t);
+                self.text_events.lock().unwrap().push(t);
+            }
             wit::StreamEvent::ReasoningDelta(t) => self.reasoning.lock().unwrap().push_str(&t),
             wit::StreamEvent::ToolCallDelta(d) => {
                 self.args.lock().unwrap().push_str(&d.arguments_delta)
@@ -150,6 +155,47 @@ async fn openai_chat_streams_text_with_the_key_injected_by_the_host() {
     assert_eq!(reqs[0].header("authorization"), Some("Bearer sk-scripted"));
     assert_eq!(reqs[0].body["model"], "gpt-4o-mini");
     assert_eq!(reqs[0].body["stream_options"]["include_usage"], true);
+}
+
+#[tokio::test]
+async fn openai_merges_the_deltas_of_one_read_and_sends_each_read_at_once() {
+    // Frames 1-3 (role, "It is ", "18C ") leave the server as one HTTP chunk,
+    // so the component reads them at once; "and clear." comes 150 ms later.
+    let f = openai::text(&["It is ", "18C ", "and clear."]);
+    let mut frames = vec![f[..3].concat()];
+    frames.extend(f[3..].iter().cloned());
+    let llm = ScriptedLlm::start(vec![Step::Sse {
+        frames,
+        gap: Duration::from_millis(150),
+    }])
+    .await
+    .unwrap();
+    let p = provider("openai", llm.port()).await;
+    let events = Arc::new(Events::default());
+    let seen = events.clone();
+    let call = tokio::spawn(async move {
+        let req = request("openai", format!("{}/v1", llm.base_url()), "gpt-4o-mini");
+        let r = p
+            .provider_complete(&req, events, Some(Arc::new(Key("sk-scripted"))), None)
+            .await
+            .expect("the call itself must not trap");
+        (r, llm)
+    });
+    // The first read's text reaches the host before the server sends more:
+    // nothing is held back waiting for the next read.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while seen.text_events.lock().unwrap().is_empty() {
+        assert!(tokio::time::Instant::now() < deadline, "no text arrived");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(*seen.text_events.lock().unwrap(), ["It is 18C "]);
+    let (r, _llm) = call.await.unwrap();
+    r.unwrap();
+    assert_eq!(
+        *seen.text_events.lock().unwrap(),
+        ["It is 18C ", "and clear."]
+    );
+    assert_eq!(*seen.finish.lock().unwrap(), ["FinishReason::Stop"]);
 }
 
 #[tokio::test]

@@ -6,8 +6,8 @@ use crate::body::messages_body;
 use serde_json::{Value, json};
 use turnstone_plugin_sdk::http::Request;
 use turnstone_plugin_sdk::provider::{
-    CompletionRequest, FinishReason, ProviderError, ServerError, SseHandler, StreamEvent,
-    ToolCallDelta, Usage, drive_sse, emit, send_streaming,
+    CompletionRequest, DeltaBatch, FinishReason, ProviderError, ServerError, SseHandler,
+    StreamEvent, ToolCallDelta, Usage, drive_sse, emit, send_streaming,
 };
 
 /// The Messages API version header value.
@@ -16,6 +16,7 @@ pub const API_VERSION: &str = "2023-06-01";
 /// Parses one Messages stream.
 pub struct MessagesStream<'a> {
     sink: &'a mut dyn FnMut(StreamEvent) -> bool,
+    batch: DeltaBatch,
     blocks: Vec<Value>,
     partial_json: Vec<String>,
     tool_ordinal: Vec<Option<u32>>,
@@ -30,6 +31,7 @@ impl<'a> MessagesStream<'a> {
     pub fn new(sink: &'a mut dyn FnMut(StreamEvent) -> bool) -> Self {
         Self {
             sink,
+            batch: DeltaBatch::default(),
             blocks: Vec::new(),
             partial_json: Vec::new(),
             tool_ordinal: Vec::new(),
@@ -45,7 +47,16 @@ impl<'a> MessagesStream<'a> {
     }
 
     fn send(&mut self, ev: StreamEvent) -> Result<(), ProviderError> {
-        if (self.sink)(ev) {
+        if self.batch.push(ev, &mut *self.sink) {
+            Ok(())
+        } else {
+            Err(ProviderError::Cancelled)
+        }
+    }
+
+    /// Sends the deltas held back from the last read.
+    pub fn flush(&mut self) -> Result<(), ProviderError> {
+        if self.batch.flush(&mut *self.sink) {
             Ok(())
         } else {
             Err(ProviderError::Cancelled)
@@ -227,7 +238,8 @@ impl<'a> MessagesStream<'a> {
     }
 
     /// End of body: without `message_stop` the response is incomplete (retryable).
-    pub fn end(&self) -> Result<(), ProviderError> {
+    pub fn end(&mut self) -> Result<(), ProviderError> {
+        self.flush()?;
         if self.stopped {
             Ok(())
         } else {
@@ -277,6 +289,9 @@ impl SseHandler for MessagesStream<'_> {
     fn end(&mut self) -> Result<(), ProviderError> {
         MessagesStream::end(self)
     }
+    fn flush(&mut self) -> Result<(), ProviderError> {
+        MessagesStream::flush(self)
+    }
 }
 
 #[cfg(test)]
@@ -324,6 +339,10 @@ mod tests {
         for e in events {
             if r.is_ok() {
                 r = p.handle(&e.to_string());
+            }
+            // One event per read, as a slow server sends them.
+            if r.is_ok() {
+                r = p.flush();
             }
         }
         if r.is_ok() {

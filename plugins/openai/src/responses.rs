@@ -5,8 +5,8 @@ use crate::body::DEFAULT_MAX_TOKENS;
 use crate::tools::{Body, FunctionSpec, ToolEntry};
 use serde_json::{Map, Value, json};
 use turnstone_plugin_sdk::provider::{
-    CompletionRequest, ContentPart, FinishReason, ProviderError, Role, ServerError, StreamEvent,
-    ToolCallDelta, Usage, text_of,
+    CompletionRequest, ContentPart, DeltaBatch, FinishReason, ProviderError, Role, ServerError,
+    StreamEvent, ToolCallDelta, Usage, text_of,
 };
 
 /// Whether `model` (or an `api` override) uses the Responses API.
@@ -184,6 +184,7 @@ pub fn responses_body<'a>(
 /// Parses one Responses stream.
 pub struct ResponsesStream<'a> {
     sink: &'a mut dyn FnMut(StreamEvent) -> bool,
+    batch: DeltaBatch,
     calls: Vec<u32>,
     reasoning_items: Vec<Value>,
     /// A terminal event arrived.
@@ -195,6 +196,7 @@ impl<'a> ResponsesStream<'a> {
     pub fn new(sink: &'a mut dyn FnMut(StreamEvent) -> bool) -> Self {
         Self {
             sink,
+            batch: DeltaBatch::default(),
             calls: Vec::new(),
             reasoning_items: Vec::new(),
             finished: false,
@@ -202,7 +204,16 @@ impl<'a> ResponsesStream<'a> {
     }
 
     fn send(&mut self, ev: StreamEvent) -> Result<(), ProviderError> {
-        if (self.sink)(ev) {
+        if self.batch.push(ev, &mut *self.sink) {
+            Ok(())
+        } else {
+            Err(ProviderError::Cancelled)
+        }
+    }
+
+    /// Sends the deltas held back from the last read.
+    pub fn flush(&mut self) -> Result<(), ProviderError> {
+        if self.batch.flush(&mut *self.sink) {
             Ok(())
         } else {
             Err(ProviderError::Cancelled)
@@ -319,7 +330,8 @@ impl<'a> ResponsesStream<'a> {
     }
 
     /// End of body: without a terminal event the response is incomplete (retryable).
-    pub fn end(&self) -> Result<(), ProviderError> {
+    pub fn end(&mut self) -> Result<(), ProviderError> {
+        self.flush()?;
         if self.finished {
             Ok(())
         } else {
@@ -339,6 +351,9 @@ impl turnstone_plugin_sdk::provider::SseHandler for ResponsesStream<'_> {
     }
     fn end(&mut self) -> Result<(), ProviderError> {
         ResponsesStream::end(self)
+    }
+    fn flush(&mut self) -> Result<(), ProviderError> {
+        ResponsesStream::flush(self)
     }
 }
 
@@ -418,6 +433,7 @@ mod tests {
             json!({"type": "response.completed", "response": {"usage": {"input_tokens": 5, "output_tokens": 9, "output_tokens_details": {"reasoning_tokens": 3}}}}),
         ] {
             p.handle(&e.to_string()).unwrap();
+            p.flush().unwrap();
         }
         assert!(p.end().is_ok());
         assert_eq!(args, "{\"city\":\"Oslo\"}");
@@ -512,6 +528,7 @@ mod tests {
             json!({"type": "response.completed", "response": {"usage": {"input_tokens": 1, "output_tokens": 1}}}),
         ] {
             p.handle(&e.to_string()).unwrap();
+            p.flush().unwrap();
         }
         assert_eq!(info, ["Tool search found: mcp__gh__search"]);
         let items: Vec<Value> = serde_json::from_str(&native.unwrap()).unwrap();

@@ -9,14 +9,15 @@ use crate::sse::ThinkSplitter;
 use serde_json::Value;
 use turnstone_plugin_sdk::http::Request;
 use turnstone_plugin_sdk::provider::{
-    CompletionRequest, FinishReason, ProviderError, ServerError, StreamEvent, ToolCallDelta, Usage,
-    emit,
+    CompletionRequest, DeltaBatch, FinishReason, ProviderError, ServerError, StreamEvent,
+    ToolCallDelta, Usage, emit,
 };
 use turnstone_plugin_sdk::provider::{SseHandler, drive_sse, send_streaming};
 
 /// Parses one stream's events; `sink` returns false to stop.
 pub struct ChatStream<'a> {
     sink: &'a mut dyn FnMut(StreamEvent) -> bool,
+    batch: DeltaBatch,
     think: ThinkSplitter,
     /// A `finish_reason` arrived.
     pub finished: bool,
@@ -29,6 +30,7 @@ impl<'a> ChatStream<'a> {
     pub fn new(sink: &'a mut dyn FnMut(StreamEvent) -> bool) -> Self {
         Self {
             sink,
+            batch: DeltaBatch::default(),
             think: ThinkSplitter::default(),
             finished: false,
             done: false,
@@ -36,7 +38,16 @@ impl<'a> ChatStream<'a> {
     }
 
     fn send(&mut self, ev: StreamEvent) -> Result<(), ProviderError> {
-        if (self.sink)(ev) {
+        if self.batch.push(ev, &mut *self.sink) {
+            Ok(())
+        } else {
+            Err(ProviderError::Cancelled)
+        }
+    }
+
+    /// Sends the deltas held back from the last read.
+    pub fn flush(&mut self) -> Result<(), ProviderError> {
+        if self.batch.flush(&mut *self.sink) {
             Ok(())
         } else {
             Err(ProviderError::Cancelled)
@@ -132,6 +143,7 @@ impl<'a> ChatStream<'a> {
     /// is an error the engine may retry.
     pub fn end(&mut self) -> Result<(), ProviderError> {
         self.flush_think()?;
+        self.flush()?;
         if self.finished || self.done {
             Ok(())
         } else {
@@ -172,6 +184,9 @@ impl SseHandler for ChatStream<'_> {
     }
     fn end(&mut self) -> Result<(), ProviderError> {
         ChatStream::end(self)
+    }
+    fn flush(&mut self) -> Result<(), ProviderError> {
+        ChatStream::flush(self)
     }
 }
 
@@ -232,6 +247,10 @@ mod tests {
                     result = p.handle(&data);
                 }
             }
+            // As `drive_sse` does after each read.
+            if result.is_ok() {
+                result = p.flush();
+            }
         }
         if result.is_ok() {
             result = p.end();
@@ -276,6 +295,33 @@ mod tests {
         );
         assert_eq!(seen.order, ["reasoning", "reasoning", "text", "finish"]);
         assert!(matches!(seen.finish.as_slice(), [FinishReason::Stop]));
+    }
+
+    #[test]
+    fn the_deltas_of_one_read_reach_the_host_as_one_event_in_order() {
+        let delta = |field: &str, text: &str| {
+            format!("data: {{\"choices\":[{{\"delta\":{{\"{field}\":\"{text}\"}}}}]}}\n\n")
+        };
+        let burst: String = [
+            delta("reasoning_content", "a"),
+            delta("reasoning_content", "b"),
+            delta("content", "Hel"),
+            delta("content", "lo, "),
+            delta("content", "world"),
+        ]
+        .concat();
+        let (seen, r) = run(&[
+            &burst,
+            &delta("content", "!"),
+            "data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n",
+        ]);
+        assert!(r.is_ok(), "{r:?}");
+        assert_eq!(
+            (seen.reasoning.as_str(), seen.text.as_str()),
+            ("ab", "Hello, world!")
+        );
+        // The next read's delta is its own event: nothing waits for more input.
+        assert_eq!(seen.order, ["reasoning", "text", "text", "finish"]);
     }
 
     #[test]
