@@ -32,32 +32,37 @@ pub enum Replay {
     },
 }
 
+/// Slots of the live channel. It only has to absorb bursts between a
+/// subscriber's polls; a subscriber that falls further behind resyncs from
+/// the ring.
+const LIVE_SLOTS: usize = 256;
+
 struct Inner {
     next_id: u64,
     ring: VecDeque<Numbered>,
     cap: usize,
+    /// The live channel, while anyone listens. Its slots are allocated up
+    /// front (about 12 KiB), so a workstream nobody watches (loaded for a
+    /// channel, a sub-agent, or after its clients left) holds none.
+    tx: Option<broadcast::Sender<Numbered>>,
 }
 
 /// The hub of one workstream.
 pub struct EventHub {
     inner: Mutex<Inner>,
-    tx: broadcast::Sender<Numbered>,
 }
 
 impl EventHub {
     /// A hub whose ids start after `seed` (e.g. the newest stored event id).
     pub fn new(cap: usize, seed: u64) -> Self {
-        // The live channel only has to absorb bursts between a subscriber's
-        // polls; a subscriber that falls further behind resyncs from the ring.
-        let (tx, _) = broadcast::channel(256);
         Self {
             inner: Mutex::new(Inner {
                 next_id: seed + 1,
                 // Grows with use: most workstreams never fill their ring.
                 ring: VecDeque::new(),
                 cap: cap.max(1),
+                tx: None,
             }),
-            tx,
         }
     }
 
@@ -78,7 +83,12 @@ impl EventHub {
         g.ring.push_back(n.clone());
         // Sent under the lock so a concurrent subscribe sees each event exactly
         // once: either in its replay or on its receiver.
-        let _ = self.tx.send(n);
+        if let Some(tx) = &g.tx
+            && tx.send(n).is_err()
+        {
+            // The last subscriber left: free the slots until the next one.
+            g.tx = None;
+        }
         id
     }
 
@@ -89,8 +99,10 @@ impl EventHub {
 
     /// Subscribes; with a cursor, also returns the events after it.
     pub fn subscribe(&self, after: Option<u64>) -> (Replay, broadcast::Receiver<Numbered>) {
-        let g = self.lock();
-        let rx = self.tx.subscribe();
+        let mut g = self.lock();
+        let rx =
+            g.tx.get_or_insert_with(|| broadcast::channel(LIVE_SLOTS).0)
+                .subscribe();
         let Some(after) = after else {
             return (Replay::Fresh, rx);
         };
@@ -122,7 +134,10 @@ impl EventHub {
 
     /// Live subscribers.
     pub fn subscribers(&self) -> usize {
-        self.tx.receiver_count()
+        self.lock()
+            .tx
+            .as_ref()
+            .map_or(0, broadcast::Sender::receiver_count)
     }
 }
 
@@ -163,5 +178,24 @@ mod tests {
         assert_eq!(v.len(), 1);
         assert_eq!(rx.recv().await.unwrap().id, 2);
         assert!(rx.try_recv().is_err());
+    }
+
+    #[tokio::test]
+    async fn the_live_channel_exists_only_while_someone_listens() {
+        let hub = EventHub::new(10, 0);
+        hub.publish(&json!({"n": 1}));
+        assert!(hub.lock().tx.is_none(), "nobody subscribed yet");
+        let (_, rx) = hub.subscribe(None);
+        assert_eq!(hub.subscribers(), 1);
+        drop(rx);
+        hub.publish(&json!({"n": 2}));
+        assert!(hub.lock().tx.is_none(), "freed once the last one left");
+        assert_eq!(hub.subscribers(), 0);
+        // A later subscriber replays what it missed and gets what follows.
+        let (replay, mut rx) = hub.subscribe(Some(1));
+        hub.publish(&json!({"n": 3}));
+        let Replay::Ok(v) = replay else { panic!() };
+        assert_eq!(v.iter().map(|n| n.id).collect::<Vec<_>>(), [2]);
+        assert_eq!(rx.recv().await.unwrap().id, 3);
     }
 }
