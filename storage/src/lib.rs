@@ -21,6 +21,7 @@ pub mod sqlite;
 mod sqlite_busy;
 pub mod types;
 pub mod util;
+pub mod write_gate;
 
 use std::sync::Arc;
 

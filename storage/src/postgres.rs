@@ -16,6 +16,7 @@ use crate::ops::turns::impl_turn_store;
 use crate::ops::watches::impl_watch_store;
 use crate::ops::workstreams::impl_workstream_store;
 use crate::types::SearchFilter;
+use crate::write_gate::{WriteConn, WriteTx};
 use sqlx::postgres::{PgPool, PgPoolOptions, PgRow};
 use std::time::Duration;
 
@@ -39,11 +40,19 @@ impl PgStore {
     }
 
     /// Write transactions read a consistent snapshot (forks copy one).
-    pub(crate) async fn begin_write(&self) -> Result<sqlx::Transaction<'static, sqlx::Postgres>> {
-        Ok(self
-            .pool
-            .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ")
-            .await?)
+    pub(crate) async fn begin_write(&self) -> Result<WriteTx<sqlx::Postgres>> {
+        Ok(WriteTx::new(
+            self.pool
+                .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ")
+                .await?,
+            None,
+        ))
+    }
+
+    /// A connection for a single-statement write (no gate: PostgreSQL locks
+    /// rows).
+    pub(crate) async fn write_conn(&self) -> Result<WriteConn<sqlx::Postgres>> {
+        Ok(WriteConn::new(self.pool.acquire().await?, None))
     }
 
     pub(crate) async fn search_impl(

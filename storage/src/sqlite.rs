@@ -16,6 +16,7 @@ use crate::ops::turns::impl_turn_store;
 use crate::ops::watches::impl_watch_store;
 use crate::ops::workstreams::impl_workstream_store;
 use crate::types::SearchFilter;
+use crate::write_gate::{WriteConn, WriteGate, WriteTx};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
     SqliteSynchronous,
@@ -28,6 +29,8 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
 /// SQLite-backed storage.
 pub struct SqliteStore {
     pub(crate) pool: SqlitePool,
+    /// One writer of this process at a time (see `write_gate`).
+    gate: WriteGate,
 }
 
 /// An idle connection must not be inside a transaction. One is after SQLite
@@ -73,13 +76,27 @@ impl SqliteStore {
             .connect_with(opts)
             .await?;
         check_and_run(&MIGRATOR, &pool, &path.display().to_string(), "sqlite").await?;
-        Ok(Self { pool })
+        Ok(Self {
+            pool,
+            gate: WriteGate::single(),
+        })
     }
 
     /// Write transactions take the lock up front (`BEGIN IMMEDIATE`) so a
     /// read-then-write never fails with a busy snapshot under concurrency.
-    pub(crate) async fn begin_write(&self) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>> {
-        Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
+    pub(crate) async fn begin_write(&self) -> Result<WriteTx<sqlx::Sqlite>> {
+        let turn = self.gate.enter().await?;
+        Ok(WriteTx::new(
+            self.pool.begin_with("BEGIN IMMEDIATE").await?,
+            turn,
+        ))
+    }
+
+    /// A connection for a single-statement write on a hot path (one per
+    /// turn), queued behind this process's other writers.
+    pub(crate) async fn write_conn(&self) -> Result<WriteConn<sqlx::Sqlite>> {
+        let turn = self.gate.enter().await?;
+        Ok(WriteConn::new(self.pool.acquire().await?, turn))
     }
 
     pub(crate) async fn search_impl(

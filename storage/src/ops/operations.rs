@@ -70,7 +70,7 @@ macro_rules! impl_ops_store {
                 .bind(u.cache_creation_tokens)
                 .bind(u.latency_ms)
                 .bind(if u.purpose.is_empty() { "turn" } else { u.purpose.as_str() })
-                .execute(&self.pool)
+                .execute(&mut *self.write_conn().await?)
                 .await?;
                 Ok(())
             }

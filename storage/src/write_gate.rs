@@ -1,0 +1,127 @@
+//! One writer at a time per process, for SQLite.
+//!
+//! SQLite has a single write lock per database. When this process's
+//! connections race for it (a burst of turns saving at once), every loser
+//! parks its connection's worker thread in the busy handler and is woken by
+//! each commit to try again: with 100 turns ending together that was most of
+//! the store's CPU and the turns' wait (docs/server.md, Storage). Writers of
+//! this process instead queue on an async gate, which costs no thread and
+//! wakes exactly the next one; the busy handler still arbitrates with other
+//! processes on the same file. PostgreSQL locks rows, not the database, and
+//! takes no gate.
+
+use crate::error::{Result, StorageError};
+use std::ops::{Deref, DerefMut};
+use std::sync::Arc;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// The gate of one store: `None` where the database needs none.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct WriteGate(Option<Arc<Semaphore>>);
+
+impl WriteGate {
+    /// A gate admitting one writer at a time.
+    pub(crate) fn single() -> Self {
+        Self(Some(Arc::new(Semaphore::new(1))))
+    }
+
+    /// Waits for this process's turn to write.
+    pub(crate) async fn enter(&self) -> Result<Option<OwnedSemaphorePermit>> {
+        match &self.0 {
+            None => Ok(None),
+            Some(sem) => sem.clone().acquire_owned().await.map(Some).map_err(|_| {
+                // The semaphore is never closed; say so rather than panic.
+                StorageError::Config("the store's write gate was closed".into())
+            }),
+        }
+    }
+}
+
+/// A write transaction holding the gate until it commits or is dropped.
+pub struct WriteTx<DB: sqlx::Database> {
+    // Dropped first: an abandoned transaction queues its rollback before the
+    // next writer is let in.
+    tx: sqlx::Transaction<'static, DB>,
+    _turn: Option<OwnedSemaphorePermit>,
+}
+
+impl<DB: sqlx::Database> WriteTx<DB> {
+    pub(crate) fn new(
+        tx: sqlx::Transaction<'static, DB>,
+        turn: Option<OwnedSemaphorePermit>,
+    ) -> Self {
+        Self { tx, _turn: turn }
+    }
+
+    /// Commits, then lets the next writer in.
+    pub async fn commit(self) -> std::result::Result<(), sqlx::Error> {
+        self.tx.commit().await
+    }
+}
+
+impl<DB: sqlx::Database> Deref for WriteTx<DB> {
+    type Target = DB::Connection;
+    fn deref(&self) -> &DB::Connection {
+        &self.tx
+    }
+}
+
+impl<DB: sqlx::Database> DerefMut for WriteTx<DB> {
+    fn deref_mut(&mut self) -> &mut DB::Connection {
+        &mut self.tx
+    }
+}
+
+/// A pooled connection for single-statement writes, holding the gate.
+pub struct WriteConn<DB: sqlx::Database> {
+    conn: sqlx::pool::PoolConnection<DB>,
+    _turn: Option<OwnedSemaphorePermit>,
+}
+
+impl<DB: sqlx::Database> WriteConn<DB> {
+    pub(crate) fn new(
+        conn: sqlx::pool::PoolConnection<DB>,
+        turn: Option<OwnedSemaphorePermit>,
+    ) -> Self {
+        Self { conn, _turn: turn }
+    }
+}
+
+impl<DB: sqlx::Database> Deref for WriteConn<DB> {
+    type Target = DB::Connection;
+    fn deref(&self) -> &DB::Connection {
+        &self.conn
+    }
+}
+
+impl<DB: sqlx::Database> DerefMut for WriteConn<DB> {
+    fn deref_mut(&mut self) -> &mut DB::Connection {
+        &mut self.conn
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[tokio::test]
+    async fn one_writer_at_a_time_and_the_next_gets_in_when_it_ends() {
+        let gate = WriteGate::single();
+        let first = gate.enter().await.unwrap();
+        assert!(first.is_some());
+        let waiting = tokio::spawn({
+            let gate = gate.clone();
+            async move { gate.enter().await.map(|p| p.is_some()) }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!waiting.is_finished(), "the second writer waits");
+        drop(first);
+        let second = tokio::time::timeout(Duration::from_secs(10), waiting)
+            .await
+            .expect("let in once the first ended")
+            .unwrap();
+        assert!(second.unwrap());
+        assert!(WriteGate::default().enter().await.unwrap().is_none());
+    }
+}
