@@ -8,7 +8,7 @@
 //! is sent before the provider waits for the next read. When the server is
 //! slower than the host, each read holds one event and nothing changes.
 
-use crate::provider::{StreamEvent, ToolCallDelta};
+use crate::provider::{ProviderError, StreamEvent, ToolCallDelta};
 
 /// Holds back the last text, reasoning or tool-argument delta so that the
 /// next one of the same kind can join it. Anything else sends it first, so the
@@ -20,40 +20,55 @@ pub struct DeltaBatch {
 
 impl DeltaBatch {
     /// Adds `event`, sending through `send` whatever can no longer grow.
-    /// Returns false once `send` did (the host asked to stop).
-    pub fn push(&mut self, event: StreamEvent, send: &mut dyn FnMut(StreamEvent) -> bool) -> bool {
+    /// [`ProviderError::Cancelled`] once `send` returned false (the host
+    /// asked to stop).
+    pub fn push(
+        &mut self,
+        event: StreamEvent,
+        send: &mut dyn FnMut(StreamEvent) -> bool,
+    ) -> Result<(), ProviderError> {
         let event = match (self.pending.as_mut(), event) {
             (Some(StreamEvent::TextDelta(held)), StreamEvent::TextDelta(more))
             | (Some(StreamEvent::ReasoningDelta(held)), StreamEvent::ReasoningDelta(more)) => {
                 held.push_str(&more);
-                return true;
+                return Ok(());
             }
             (Some(StreamEvent::ToolCallDelta(held)), StreamEvent::ToolCallDelta(more))
                 if continues(held, &more) =>
             {
                 held.arguments_delta.push_str(&more.arguments_delta);
-                return true;
+                return Ok(());
             }
             (_, event) => event,
         };
-        if !self.flush(send) {
-            return false;
-        }
+        self.flush(send)?;
         if mergeable(&event) {
             self.pending = Some(event);
-            true
+            Ok(())
         } else {
-            send(event)
+            sent(send(event))
         }
     }
 
     /// Sends the held delta, if any. Call it before waiting for more input
-    /// and before the stream ends. Returns false if `send` did.
-    pub fn flush(&mut self, send: &mut dyn FnMut(StreamEvent) -> bool) -> bool {
+    /// and before the stream ends. [`ProviderError::Cancelled`] if `send`
+    /// returned false.
+    pub fn flush(
+        &mut self,
+        send: &mut dyn FnMut(StreamEvent) -> bool,
+    ) -> Result<(), ProviderError> {
         match self.pending.take() {
-            Some(event) => send(event),
-            None => true,
+            Some(event) => sent(send(event)),
+            None => Ok(()),
         }
+    }
+}
+
+fn sent(accepted: bool) -> Result<(), ProviderError> {
+    if accepted {
+        Ok(())
+    } else {
+        Err(ProviderError::Cancelled)
     }
 }
 
@@ -120,9 +135,9 @@ mod tests {
             StreamEvent::Finish(FinishReason::ToolCalls),
             StreamEvent::TextDelta("late".into()),
         ] {
-            assert!(batch.push(ev, &mut send));
+            batch.push(ev, &mut send).unwrap();
         }
-        assert!(batch.flush(&mut send));
+        batch.flush(&mut send).unwrap();
         assert_eq!(
             sent,
             [
@@ -144,17 +159,26 @@ mod tests {
             sent.push(describe(&ev));
             true
         };
-        assert!(batch.push(StreamEvent::TextDelta("a".into()), &mut send));
-        assert!(batch.flush(&mut send));
-        assert!(batch.push(StreamEvent::TextDelta("b".into()), &mut send));
-        assert!(batch.flush(&mut send));
-        assert!(batch.flush(&mut send), "an empty flush sends nothing");
-        assert_eq!(sent, ["text:a", "text:b"]);
+        batch
+            .push(StreamEvent::TextDelta("a".into()), &mut send)
+            .unwrap();
+        batch.flush(&mut send).unwrap();
+        batch
+            .push(StreamEvent::TextDelta("b".into()), &mut send)
+            .unwrap();
+        batch.flush(&mut send).unwrap();
+        batch.flush(&mut send).unwrap();
+        assert_eq!(sent, ["text:a", "text:b"], "an empty flush sends nothing");
 
         let mut refuse = |_: StreamEvent| false;
-        assert!(batch.push(StreamEvent::TextDelta("c".into()), &mut refuse));
+        batch
+            .push(StreamEvent::TextDelta("c".into()), &mut refuse)
+            .unwrap();
         assert!(
-            !batch.push(StreamEvent::Finish(FinishReason::Stop), &mut refuse),
+            matches!(
+                batch.push(StreamEvent::Finish(FinishReason::Stop), &mut refuse),
+                Err(ProviderError::Cancelled)
+            ),
             "the host's stop reaches the parser at the next send"
         );
     }

@@ -38,20 +38,12 @@ impl<'a> ChatStream<'a> {
     }
 
     fn send(&mut self, ev: StreamEvent) -> Result<(), ProviderError> {
-        if self.batch.push(ev, &mut *self.sink) {
-            Ok(())
-        } else {
-            Err(ProviderError::Cancelled)
-        }
+        self.batch.push(ev, &mut *self.sink)
     }
 
     /// Sends the deltas held back from the last read.
     pub fn flush(&mut self) -> Result<(), ProviderError> {
-        if self.batch.flush(&mut *self.sink) {
-            Ok(())
-        } else {
-            Err(ProviderError::Cancelled)
-        }
+        self.batch.flush(&mut *self.sink)
     }
 
     fn text(&mut self, text: String) -> Result<(), ProviderError> {
