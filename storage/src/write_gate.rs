@@ -11,6 +11,7 @@
 //! takes no gate.
 
 use crate::error::{Result, StorageError};
+use crate::sqlite_busy::BUSY_WAIT;
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -25,14 +26,21 @@ impl WriteGate {
         Self(Some(Arc::new(Semaphore::new(1))))
     }
 
-    /// Waits for this process's turn to write.
+    /// Waits for this process's turn to write, at most as long as SQLite's
+    /// own wait for the lock: a writer queued behind one stuck on another
+    /// process's lock then fails as that one does, with the transient
+    /// "busy" error (HTTP 503), instead of waiting once per writer ahead.
     pub(crate) async fn enter(&self) -> Result<Option<OwnedSemaphorePermit>> {
-        match &self.0 {
-            None => Ok(None),
-            Some(sem) => sem.clone().acquire_owned().await.map(Some).map_err(|_| {
-                // The semaphore is never closed; say so rather than panic.
-                StorageError::Config("the store's write gate was closed".into())
-            }),
+        let Some(sem) = &self.0 else {
+            return Ok(None);
+        };
+        match tokio::time::timeout(BUSY_WAIT, sem.clone().acquire_owned()).await {
+            Ok(Ok(turn)) => Ok(Some(turn)),
+            // The semaphore is never closed; say so rather than panic.
+            Ok(Err(_)) => Err(StorageError::Config(
+                "the store's write gate was closed".into(),
+            )),
+            Err(_) => Err(StorageError::Database(sqlx::Error::PoolTimedOut)),
         }
     }
 }
@@ -123,5 +131,15 @@ mod tests {
             .unwrap();
         assert!(second.unwrap());
         assert!(WriteGate::default().enter().await.unwrap().is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_writer_kept_waiting_as_long_as_sqlite_would_is_told_the_store_is_busy() {
+        let gate = WriteGate::single();
+        let _held = gate.enter().await.unwrap();
+        let started = tokio::time::Instant::now();
+        let err = gate.enter().await.unwrap_err();
+        assert!(err.is_transient(), "{err:?}");
+        assert_eq!(started.elapsed(), BUSY_WAIT);
     }
 }
