@@ -45,66 +45,44 @@ impl WriteGate {
     }
 }
 
-/// A write transaction holding the gate until it commits or is dropped.
-pub struct WriteTx<DB: sqlx::Database> {
+/// A connection (`C`: a transaction or a pooled connection) that holds this
+/// process's turn to write until it is dropped.
+pub struct Gated<C> {
     // Dropped first: an abandoned transaction queues its rollback before the
     // next writer is let in.
-    tx: sqlx::Transaction<'static, DB>,
+    inner: C,
     _turn: Option<OwnedSemaphorePermit>,
+}
+
+/// A write transaction holding the gate until it commits or is dropped.
+pub type WriteTx<DB> = Gated<sqlx::Transaction<'static, DB>>;
+
+/// A pooled connection for single-statement writes, holding the gate.
+pub type WriteConn<DB> = Gated<sqlx::pool::PoolConnection<DB>>;
+
+impl<C> Gated<C> {
+    pub(crate) fn new(inner: C, turn: Option<OwnedSemaphorePermit>) -> Self {
+        Self { inner, _turn: turn }
+    }
 }
 
 impl<DB: sqlx::Database> WriteTx<DB> {
-    pub(crate) fn new(
-        tx: sqlx::Transaction<'static, DB>,
-        turn: Option<OwnedSemaphorePermit>,
-    ) -> Self {
-        Self { tx, _turn: turn }
-    }
-
     /// Commits, then lets the next writer in.
     pub async fn commit(self) -> std::result::Result<(), sqlx::Error> {
-        self.tx.commit().await
+        self.inner.commit().await
     }
 }
 
-impl<DB: sqlx::Database> Deref for WriteTx<DB> {
-    type Target = DB::Connection;
-    fn deref(&self) -> &DB::Connection {
-        &self.tx
+impl<C: Deref> Deref for Gated<C> {
+    type Target = C::Target;
+    fn deref(&self) -> &C::Target {
+        &self.inner
     }
 }
 
-impl<DB: sqlx::Database> DerefMut for WriteTx<DB> {
-    fn deref_mut(&mut self) -> &mut DB::Connection {
-        &mut self.tx
-    }
-}
-
-/// A pooled connection for single-statement writes, holding the gate.
-pub struct WriteConn<DB: sqlx::Database> {
-    conn: sqlx::pool::PoolConnection<DB>,
-    _turn: Option<OwnedSemaphorePermit>,
-}
-
-impl<DB: sqlx::Database> WriteConn<DB> {
-    pub(crate) fn new(
-        conn: sqlx::pool::PoolConnection<DB>,
-        turn: Option<OwnedSemaphorePermit>,
-    ) -> Self {
-        Self { conn, _turn: turn }
-    }
-}
-
-impl<DB: sqlx::Database> Deref for WriteConn<DB> {
-    type Target = DB::Connection;
-    fn deref(&self) -> &DB::Connection {
-        &self.conn
-    }
-}
-
-impl<DB: sqlx::Database> DerefMut for WriteConn<DB> {
-    fn deref_mut(&mut self) -> &mut DB::Connection {
-        &mut self.conn
+impl<C: DerefMut> DerefMut for Gated<C> {
+    fn deref_mut(&mut self) -> &mut C::Target {
+        &mut self.inner
     }
 }
 
