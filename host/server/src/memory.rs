@@ -179,10 +179,13 @@ async fn file_resident() -> Option<u64> {
 /// Trims the heap and (with `release_code`) releases the executable's
 /// touched code pages once after each stretch of activity, when `metrics`
 /// has not moved for [`QUIET`], and again while quiet when released code came
-/// back ([`QuietPurge`]); also once after start-up (loading components leaves
-/// garbage behind, and start-up code is not run again). With `plugins`, the
-/// code images of the components loaded now are released too. Ends with
-/// `shutdown`.
+/// back ([`QuietPurge`]). It also purges at once when it starts, which is
+/// when start-up is done: loading components leaves garbage behind, and the
+/// code and component pages start-up touched (the migrations, every
+/// component's `describe`) are not needed again, so a burst that comes
+/// before the first quiet moment does not carry them on top of its own peak.
+/// With `plugins`, the code images of the components loaded now are released
+/// too. Ends with `shutdown`.
 pub async fn purge_when_quiet(
     metrics: Arc<Metrics>,
     release_code: bool,
@@ -190,6 +193,7 @@ pub async fn purge_when_quiet(
     shutdown: CancellationToken,
 ) {
     let mut state = QuietPurge::new(metrics.activity());
+    purge(release_code, plugins.as_deref()).await;
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
@@ -204,33 +208,39 @@ pub async fn purge_when_quiet(
         if !state.tick(metrics.activity(), file) {
             continue;
         }
-        // Held through the release: a component of this registry stays
-        // mapped until the snapshot is dropped, even if a reload replaces it.
-        let registry = plugins.as_ref().map(|p| p.snapshot());
-        let _ = tokio::task::spawn_blocking(move || {
-            trim();
-            if !release_code {
-                return;
-            }
-            match crate::image_pages::release() {
-                Ok(r) => {
-                    tracing::debug!(bytes = r.bytes, objects = r.objects, "released code pages")
-                }
-                Err(e) => tracing::debug!("releasing code pages: {e}"),
-            }
-            if let Some(registry) = registry {
-                let images: Vec<_> = registry.loaded().map(|p| p.code_image()).collect();
-                match crate::image_pages::release_images(&images) {
-                    Ok(bytes) => tracing::debug!(bytes, "released component code pages"),
-                    Err(e) => tracing::debug!("releasing component code pages: {e}"),
-                }
-            }
-        })
-        .await;
+        purge(release_code, plugins.as_deref()).await;
         if release_code {
             state.purged(file_resident().await);
         }
     }
+}
+
+/// Trims the heap and, with `release_code`, releases the executable's code
+/// pages and those of the components `plugins` holds now.
+async fn purge(release_code: bool, plugins: Option<&LivePlugins>) {
+    // Held through the release: a component of this registry stays
+    // mapped until the snapshot is dropped, even if a reload replaces it.
+    let registry = plugins.map(LivePlugins::snapshot);
+    let _ = tokio::task::spawn_blocking(move || {
+        trim();
+        if !release_code {
+            return;
+        }
+        match crate::image_pages::release() {
+            Ok(r) => {
+                tracing::debug!(bytes = r.bytes, objects = r.objects, "released code pages")
+            }
+            Err(e) => tracing::debug!("releasing code pages: {e}"),
+        }
+        if let Some(registry) = registry {
+            let images: Vec<_> = registry.loaded().map(|p| p.code_image()).collect();
+            match crate::image_pages::release_images(&images) {
+                Ok(bytes) => tracing::debug!(bytes, "released component code pages"),
+                Err(e) => tracing::debug!("releasing component code pages: {e}"),
+            }
+        }
+    })
+    .await;
 }
 
 #[cfg(test)]
@@ -297,5 +307,87 @@ mod tests {
         q.purged(None);
         assert!(!q.tick(0, None));
         assert!(!q.tick(0, Some(100 * MB)), "no reading after the purge");
+    }
+
+    /// `(present, file page)` for the page at `addr` of this process.
+    #[cfg(target_os = "linux")]
+    fn page_state(addr: usize) -> (bool, bool) {
+        use std::os::unix::fs::FileExt;
+        let map = std::fs::File::open("/proc/self/pagemap").unwrap();
+        let mut raw = [0u8; 8];
+        map.read_exact_at(&mut raw, (addr / 4096 * 8) as u64)
+            .unwrap();
+        let e = u64::from_ne_bytes(raw);
+        (e & (1 << 63) != 0, e & (1 << 61) != 0)
+    }
+
+    /// The component pages start-up touched go as soon as the loop starts,
+    /// not a quiet spell later: a burst arriving right after start-up would
+    /// otherwise carry them on top of its own peak.
+    #[cfg(target_os = "linux")]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn start_up_pages_are_released_when_the_loop_starts() {
+        use turnstone_runtime::registry::LoadOptions;
+        use turnstone_runtime::{CompileSource, PluginRegistry};
+        let builtin = tempfile::tempdir().unwrap();
+        let staged = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../target/components/openai")
+            .canonicalize()
+            .expect("the openai component is staged (cargo xtask build-components)");
+        std::os::unix::fs::symlink(staged, builtin.path().join("openai")).unwrap();
+        let rt = turnstone_test_support::engine::test_runtime();
+        let opts = LoadOptions {
+            builtin_dir: Some(builtin.path().to_path_buf()),
+            ..Default::default()
+        };
+        // The first load may compile (an image in memory, no file pages);
+        // the next comes from the `.cwasm` it left in the cache.
+        let mut registry = PluginRegistry::load_all(&rt, &opts).await;
+        let compiled = |r: &PluginRegistry| {
+            r.plugin("openai")
+                .map(|p| p.compile_source == CompileSource::Compiled)
+        };
+        if compiled(&registry) == Some(true) {
+            registry = PluginRegistry::load_all(&rt, &opts).await;
+        }
+        assert_eq!(compiled(&registry), Some(false), "loaded from a .cwasm");
+        let live = LivePlugins::new(registry);
+        let image = live.snapshot().plugin("openai").unwrap().code_image();
+        let pages: Vec<usize> = (image.start.next_multiple_of(4096)..image.end & !4095)
+            .step_by(4096)
+            .collect();
+        // SAFETY: `live` keeps the image mapped for the whole test, and it is
+        // readable; reading a byte of each page maps it.
+        let touched: u64 = pages
+            .iter()
+            .map(|&a| u64::from(unsafe { (a as *const u8).read_volatile() }))
+            .sum();
+        let clean = || {
+            pages
+                .iter()
+                .filter(|&&a| page_state(a) == (true, true))
+                .count()
+        };
+        assert!(clean() > 16, "{} clean pages mapped ({touched})", clean());
+
+        let shutdown = CancellationToken::new();
+        let started = std::time::Instant::now();
+        let purging = tokio::spawn(purge_when_quiet(
+            Arc::new(Metrics::default()),
+            true,
+            Some(live.clone()),
+            shutdown.clone(),
+        ));
+        while clean() > 0 && started.elapsed() < QUIET / 2 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(
+            clean(),
+            0,
+            "released within {:?}, before any quiet spell",
+            QUIET / 2
+        );
+        shutdown.cancel();
+        purging.await.unwrap();
     }
 }
