@@ -50,6 +50,37 @@ impl DeltaBatch {
         }
     }
 
+    /// Adds a text delta (a reasoning delta with `reasoning`) given as
+    /// borrowed text: joined to a held delta of the same kind it costs no
+    /// allocation, so a parser that borrows from the payload copies each
+    /// delta's text only once, into the merged event. Otherwise as
+    /// [`DeltaBatch::push`].
+    pub fn push_text(
+        &mut self,
+        reasoning: bool,
+        text: &str,
+        send: &mut dyn FnMut(StreamEvent) -> bool,
+    ) -> Result<(), ProviderError> {
+        match (self.pending.as_mut(), reasoning) {
+            (Some(StreamEvent::TextDelta(held)), false)
+            | (Some(StreamEvent::ReasoningDelta(held)), true) => {
+                held.push_str(text);
+                Ok(())
+            }
+            _ => {
+                let text = text.to_string();
+                self.push(
+                    if reasoning {
+                        StreamEvent::ReasoningDelta(text)
+                    } else {
+                        StreamEvent::TextDelta(text)
+                    },
+                    send,
+                )
+            }
+        }
+    }
+
     /// Sends the held delta, if any. Call it before waiting for more input
     /// and before the stream ends. [`ProviderError::Cancelled`] if `send`
     /// returned false.
@@ -180,6 +211,43 @@ mod tests {
                 Err(ProviderError::Cancelled)
             ),
             "the host's stop reaches the parser at the next send"
+        );
+    }
+
+    #[test]
+    fn borrowed_text_joins_its_own_kind_and_starts_a_new_event_otherwise() {
+        let mut sent = Vec::new();
+        let mut send = |ev: StreamEvent| {
+            sent.push(describe(&ev));
+            true
+        };
+        let mut batch = DeltaBatch::default();
+        batch.push_text(true, "mull ", &mut send).unwrap();
+        batch
+            .push(StreamEvent::ReasoningDelta("it".into()), &mut send)
+            .unwrap();
+        batch.push_text(false, "An", &mut send).unwrap();
+        batch.push_text(false, "swer", &mut send).unwrap();
+        batch.push(call(0, Some("c1"), "{}"), &mut send).unwrap();
+        batch.push_text(false, "after", &mut send).unwrap();
+        batch.flush(&mut send).unwrap();
+        assert_eq!(
+            sent,
+            [
+                "reasoning:mull it",
+                "text:Answer",
+                "call0:c1:{}",
+                "text:after"
+            ]
+        );
+        let mut refuse = |_: StreamEvent| false;
+        batch.push_text(false, "x", &mut refuse).unwrap();
+        assert!(
+            matches!(
+                batch.push_text(true, "y", &mut refuse),
+                Err(ProviderError::Cancelled)
+            ),
+            "a new kind sends the held text, and the refusal is reported"
         );
     }
 }

@@ -124,35 +124,32 @@ impl<'a> MessagesStream<'a> {
             }
             "content_block_delta" => {
                 let index = v.get("index").and_then(Value::as_u64).unwrap_or(0) as usize;
-                let delta = v.get("delta").cloned().unwrap_or(Value::Null);
+                // Borrowed, not cloned: a stream is thousands of these, and
+                // merged text deltas are copied once, into the batch.
+                let null = Value::Null;
+                let delta = v.get("delta").unwrap_or(&null);
                 if index >= self.blocks.len() {
                     return Err(ProviderError::Network(
                         "delta for an unknown content block".into(),
                     ));
                 }
-                let text = |k: &str| {
-                    delta
-                        .get(k)
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                        .to_string()
-                };
+                let text = |k: &str| delta.get(k).and_then(Value::as_str).unwrap_or("");
                 match delta.get("type").and_then(Value::as_str).unwrap_or("") {
                     "text_delta" => {
                         let t = text("text");
-                        append(&mut self.blocks[index], "text", &t);
-                        self.send(StreamEvent::TextDelta(t))?;
+                        append(&mut self.blocks[index], "text", t);
+                        self.batch.push_text(false, t, &mut *self.sink)?;
                     }
                     "thinking_delta" => {
                         let t = text("thinking");
-                        append(&mut self.blocks[index], "thinking", &t);
-                        self.send(StreamEvent::ReasoningDelta(t))?;
+                        append(&mut self.blocks[index], "thinking", t);
+                        self.batch.push_text(true, t, &mut *self.sink)?;
                     }
                     "signature_delta" => {
-                        append(&mut self.blocks[index], "signature", &text("signature"))
+                        append(&mut self.blocks[index], "signature", text("signature"))
                     }
                     "input_json_delta" => {
-                        let part = text("partial_json");
+                        let part = text("partial_json").to_string();
                         self.partial_json[index].push_str(&part);
                         if let Some(ordinal) = self.tool_ordinal[index] {
                             self.send(StreamEvent::ToolCallDelta(ToolCallDelta {

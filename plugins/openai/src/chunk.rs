@@ -2,34 +2,68 @@
 //! reads.
 //!
 //! A stream is thousands of small chunks, so the common shape is decoded
-//! straight into typed structs (unknown fields skipped without allocating);
-//! a chunk that is valid JSON of an unexpected shape (a number where a string
-//! was expected, a `reasoning` object) falls back to a lenient walk over a
+//! straight into typed structs (unknown fields skipped without allocating,
+//! only the first choice kept, text borrowed from the payload unless it holds
+//! escapes): a text delta costs no allocation of its own. A chunk that is
+//! valid JSON of an unexpected shape (a number where a string was expected, a
+//! `reasoning` object) falls back to a lenient walk over a
 //! `serde_json::Value` that keeps what it can read, as servers vary.
 
 use serde::Deserialize;
+use serde::de::{Deserializer, IgnoredAny, SeqAccess, Visitor};
 use serde_json::Value;
+use std::borrow::Cow;
+use std::marker::PhantomData;
 
 /// The fields of one chunk the adapter uses.
 #[derive(Debug, Default, Deserialize)]
-pub struct Chunk {
+pub struct Chunk<'a> {
     /// A server-side error sent mid-stream.
     #[serde(default)]
     pub error: Option<Value>,
-    /// Only the first choice is read (the adapter asks for one).
-    #[serde(default)]
-    pub choices: Vec<Choice>,
+    /// The first choice (the adapter asks for one); any others are skipped.
+    #[serde(default, rename = "choices", deserialize_with = "first", borrow)]
+    pub choice: Option<Choice<'a>>,
     /// Token counts, usually in a final chunk with no choices.
     #[serde(default)]
     pub usage: Option<UsageChunk>,
 }
 
+/// A string borrowed from the payload when it holds no escapes (serde's
+/// `borrow` alone leaves an `Option<Cow<str>>` owned).
+fn text<'de: 'a, 'a, D: Deserializer<'de>>(d: D) -> Result<Option<Cow<'a, str>>, D::Error> {
+    #[derive(Deserialize)]
+    struct Text<'a>(#[serde(borrow)] Cow<'a, str>);
+    Ok(Option::<Text>::deserialize(d)?.map(|t| t.0))
+}
+
+/// The first element of a JSON list, the rest read past without keeping them.
+fn first<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    struct First<T>(PhantomData<T>);
+    impl<'de, T: Deserialize<'de>> Visitor<'de> for First<T> {
+        type Value = Option<T>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a list")
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            let first = seq.next_element()?;
+            while seq.next_element::<IgnoredAny>()?.is_some() {}
+            Ok(first)
+        }
+    }
+    d.deserialize_seq(First(PhantomData))
+}
+
 /// One choice of a chunk.
 #[derive(Debug, Default, Deserialize)]
-pub struct Choice {
+pub struct Choice<'a> {
     /// What this chunk adds.
-    #[serde(default)]
-    pub delta: Option<Delta>,
+    #[serde(default, borrow)]
+    pub delta: Option<Delta<'a>>,
     /// Set on the choice's last chunk.
     #[serde(default)]
     pub finish_reason: Option<String>,
@@ -37,16 +71,16 @@ pub struct Choice {
 
 /// What a chunk adds to the reply.
 #[derive(Debug, Default, Deserialize)]
-pub struct Delta {
+pub struct Delta<'a> {
     /// Visible text.
-    #[serde(default)]
-    pub content: Option<String>,
+    #[serde(default, borrow, deserialize_with = "text")]
+    pub content: Option<Cow<'a, str>>,
     /// Reasoning text (vLLM, DeepSeek, llama.cpp).
-    #[serde(default)]
-    pub reasoning_content: Option<String>,
+    #[serde(default, borrow, deserialize_with = "text")]
+    pub reasoning_content: Option<Cow<'a, str>>,
     /// Reasoning text (OpenRouter, Ollama).
-    #[serde(default)]
-    pub reasoning: Option<String>,
+    #[serde(default, borrow, deserialize_with = "text")]
+    pub reasoning: Option<Cow<'a, str>>,
     /// Pieces of tool calls.
     #[serde(default)]
     pub tool_calls: Option<Vec<ToolCallChunk>>,
@@ -110,9 +144,9 @@ pub struct CompletionDetails {
     pub reasoning_tokens: Option<u64>,
 }
 
-impl Chunk {
+impl<'a> Chunk<'a> {
     /// Parses one `data` payload; an error means it is not JSON at all.
-    pub fn parse(data: &str) -> Result<Self, serde_json::Error> {
+    pub fn parse(data: &'a str) -> Result<Self, serde_json::Error> {
         match serde_json::from_str(data) {
             Ok(chunk) => Ok(chunk),
             Err(typed) => match serde_json::from_str::<Value>(data) {
@@ -126,10 +160,11 @@ impl Chunk {
     /// wrong type counts as absent.
     fn from_value(v: &Value) -> Self {
         let string = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_string);
+        let text = |v: Option<&Value>| string(v).map(Cow::Owned);
         let delta = |d: &Value| Delta {
-            content: string(d.get("content")),
-            reasoning_content: string(d.get("reasoning_content")),
-            reasoning: string(d.get("reasoning")),
+            content: text(d.get("content")),
+            reasoning_content: text(d.get("reasoning_content")),
+            reasoning: text(d.get("reasoning")),
             tool_calls: d.get("tool_calls").and_then(Value::as_array).map(|calls| {
                 calls
                     .iter()
@@ -144,15 +179,10 @@ impl Chunk {
                     .collect()
             }),
         };
-        let choices = v
-            .get("choices")
-            .and_then(|c| c.get(0))
-            .map(|c| Choice {
-                delta: c.get("delta").map(delta),
-                finish_reason: string(c.get("finish_reason")),
-            })
-            .into_iter()
-            .collect();
+        let choice = v.get("choices").and_then(|c| c.get(0)).map(|c| Choice {
+            delta: c.get("delta").map(delta),
+            finish_reason: string(c.get("finish_reason")),
+        });
         let usage = v.get("usage").filter(|u| u.is_object()).map(|u| {
             let n = |p: &str| u.pointer(p).and_then(Value::as_u64);
             UsageChunk {
@@ -168,7 +198,7 @@ impl Chunk {
         });
         Self {
             error: v.get("error").filter(|e| !e.is_null()).cloned(),
-            choices,
+            choice,
             usage,
         }
     }
@@ -184,9 +214,10 @@ mod tests {
             r#"{"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":"Hi \"you\""},"finish_reason":null,"logprobs":null}],"usage":null}"#,
         )
         .expect("parse");
-        let delta = c.choices[0].delta.as_ref().expect("delta");
+        let choice = c.choice.as_ref().expect("choice");
+        let delta = choice.delta.as_ref().expect("delta");
         assert_eq!(delta.content.as_deref(), Some("Hi \"you\""));
-        assert!(c.choices[0].finish_reason.is_none() && c.usage.is_none() && c.error.is_none());
+        assert!(choice.finish_reason.is_none() && c.usage.is_none() && c.error.is_none());
     }
 
     #[test]
@@ -197,7 +228,8 @@ mod tests {
             r#"{"choices":[{"delta":{"reasoning":{"text":"x"},"content":"ok","tool_calls":[{"index":1,"id":7,"function":{"name":"f","arguments":"{}"}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":"3","completion_tokens":2}}"#,
         )
         .expect("parse");
-        let delta = c.choices[0].delta.as_ref().expect("delta");
+        let choice = c.choice.as_ref().expect("choice");
+        let delta = choice.delta.as_ref().expect("delta");
         assert_eq!(delta.content.as_deref(), Some("ok"));
         assert_eq!(delta.reasoning, None);
         let call = &delta.tool_calls.as_ref().expect("calls")[0];
@@ -207,7 +239,7 @@ mod tests {
             (f.name.as_deref(), f.arguments.as_deref()),
             (Some("f"), Some("{}"))
         );
-        assert_eq!(c.choices[0].finish_reason.as_deref(), Some("tool_calls"));
+        assert_eq!(choice.finish_reason.as_deref(), Some("tool_calls"));
         let u = c.usage.expect("usage");
         assert_eq!((u.prompt_tokens, u.completion_tokens), (None, Some(2)));
     }
@@ -216,5 +248,31 @@ mod tests {
     fn not_json_is_an_error() {
         assert!(Chunk::parse("{not json").is_err());
         assert!(Chunk::parse("").is_err());
+    }
+
+    #[test]
+    fn text_is_borrowed_unless_escaped_and_only_the_first_choice_is_read() {
+        // A second choice of another shape is skipped, not parsed: the typed
+        // path (which borrows) still reads the first.
+        let c = Chunk::parse(
+            r#"{"choices":[{"delta":{"content":"plain"}},{"delta":{"content":7}},"x"]}"#,
+        )
+        .expect("parse");
+        let content = c.choice.and_then(|c| c.delta).and_then(|d| d.content);
+        assert!(
+            matches!(content, Some(Cow::Borrowed("plain"))),
+            "{content:?}"
+        );
+
+        let c = Chunk::parse(r#"{"choices":[{"delta":{"content":"a\nb"}}]}"#).expect("parse");
+        let content = c.choice.and_then(|c| c.delta).and_then(|d| d.content);
+        assert!(
+            matches!(&content, Some(Cow::Owned(s)) if s == "a\nb"),
+            "{content:?}"
+        );
+
+        let c = Chunk::parse(r#"{"choices":[],"usage":{"prompt_tokens":3}}"#).expect("parse");
+        assert!(c.choice.is_none());
+        assert_eq!(c.usage.and_then(|u| u.prompt_tokens), Some(3));
     }
 }

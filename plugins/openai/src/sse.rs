@@ -14,6 +14,13 @@ const OPEN: &str = "<think>";
 const CLOSE: &str = "</think>";
 
 impl ThinkSplitter {
+    /// Whether `text` passes through whole, and as reasoning or not: nothing
+    /// is held back and it holds no `<` (nearly every delta). The caller
+    /// then uses `text` itself instead of calling [`ThinkSplitter::push`].
+    pub fn passes(&self, text: &str) -> Option<bool> {
+        (self.pending.is_empty() && !text.contains('<')).then_some(self.in_think)
+    }
+
     /// Feeds text; returns `(is_reasoning, text)` pieces that are certain.
     pub fn push(&mut self, text: String) -> Vec<(bool, String)> {
         // Nearly every delta holds no `<` and nothing is held back: it passes

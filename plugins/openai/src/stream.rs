@@ -46,8 +46,13 @@ impl<'a> ChatStream<'a> {
         self.batch.flush(&mut *self.sink)
     }
 
-    fn text(&mut self, text: String) -> Result<(), ProviderError> {
-        for (reasoning, piece) in self.think.push(text) {
+    fn text(&mut self, text: &str) -> Result<(), ProviderError> {
+        // The common delta (no tag in it or held back) joins the batch
+        // without a copy of its own.
+        if let Some(reasoning) = self.think.passes(text) {
+            return self.batch.push_text(reasoning, text, &mut *self.sink);
+        }
+        for (reasoning, piece) in self.think.push(text.to_string()) {
             self.send(if reasoning {
                 StreamEvent::ReasoningDelta(piece)
             } else {
@@ -76,15 +81,15 @@ impl<'a> ChatStream<'a> {
                 message: msg,
             }));
         }
-        if let Some(choice) = chunk.choices.into_iter().next() {
+        if let Some(choice) = chunk.choice {
             let delta = choice.delta.unwrap_or_default();
             for r in [delta.reasoning_content, delta.reasoning] {
                 if let Some(r) = r.filter(|s| !s.is_empty()) {
-                    self.send(StreamEvent::ReasoningDelta(r))?;
+                    self.batch.push_text(true, &r, &mut *self.sink)?;
                 }
             }
             if let Some(t) = delta.content.filter(|s| !s.is_empty()) {
-                self.text(t)?;
+                self.text(&t)?;
             }
             for (pos, c) in delta.tool_calls.unwrap_or_default().into_iter().enumerate() {
                 let index = c.index.unwrap_or(pos as u64) as u32;
