@@ -184,7 +184,9 @@ async fn file_resident() -> Option<u64> {
 /// code and component pages start-up touched (the migrations, every
 /// component's `describe`) are not needed again, so a burst that comes
 /// before the first quiet moment does not carry them on top of its own peak.
-/// With `plugins`, the code images of the components loaded now are released
+/// Start-up still counts as activity, so the first quiet spell purges again:
+/// what ran after this first purge (binding the listener, the first passes
+/// of the background tasks) goes then. With `plugins`, the code images of the components loaded now are released
 /// too. Ends with `shutdown`.
 pub async fn purge_when_quiet(
     metrics: Arc<Metrics>,
@@ -309,16 +311,28 @@ mod tests {
         assert!(!q.tick(0, Some(100 * MB)), "no reading after the purge");
     }
 
-    /// `(present, file page)` for the page at `addr` of this process.
+    /// `(present, file page)` for each page of `pages` (addresses in this
+    /// process), from one open of the page map.
     #[cfg(target_os = "linux")]
-    fn page_state(addr: usize) -> (bool, bool) {
+    fn page_states(pages: &[usize]) -> Vec<(bool, bool)> {
         use std::os::unix::fs::FileExt;
         let map = std::fs::File::open("/proc/self/pagemap").unwrap();
-        let mut raw = [0u8; 8];
-        map.read_exact_at(&mut raw, (addr / 4096 * 8) as u64)
-            .unwrap();
-        let e = u64::from_ne_bytes(raw);
-        (e & (1 << 63) != 0, e & (1 << 61) != 0)
+        pages
+            .iter()
+            .map(|&addr| {
+                let mut raw = [0u8; 8];
+                map.read_exact_at(&mut raw, (addr / page_size() * 8) as u64)
+                    .unwrap();
+                let e = u64::from_ne_bytes(raw);
+                (e & (1 << 63) != 0, e & (1 << 61) != 0)
+            })
+            .collect()
+    }
+
+    #[cfg(target_os = "linux")]
+    fn page_size() -> usize {
+        // SAFETY: sysconf only reads a constant of the system.
+        unsafe { libc::sysconf(libc::_SC_PAGESIZE) as usize }
     }
 
     /// The component pages start-up touched go as soon as the loop starts,
@@ -330,8 +344,8 @@ mod tests {
         use turnstone_runtime::registry::LoadOptions;
         use turnstone_runtime::{CompileSource, PluginRegistry};
         let builtin = tempfile::tempdir().unwrap();
-        let staged = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../target/components/openai")
+        let staged = turnstone_test_support::root()
+            .join("target/components/openai")
             .canonicalize()
             .expect("the openai component is staged (cargo xtask build-components)");
         std::os::unix::fs::symlink(staged, builtin.path().join("openai")).unwrap();
@@ -353,8 +367,9 @@ mod tests {
         assert_eq!(compiled(&registry), Some(false), "loaded from a .cwasm");
         let live = LivePlugins::new(registry);
         let image = live.snapshot().plugin("openai").unwrap().code_image();
-        let pages: Vec<usize> = (image.start.next_multiple_of(4096)..image.end & !4095)
-            .step_by(4096)
+        let page = page_size();
+        let pages: Vec<usize> = (image.start.next_multiple_of(page)..image.end & !(page - 1))
+            .step_by(page)
             .collect();
         // SAFETY: `live` keeps the image mapped for the whole test, and it is
         // readable; reading a byte of each page maps it.
@@ -363,9 +378,9 @@ mod tests {
             .map(|&a| u64::from(unsafe { (a as *const u8).read_volatile() }))
             .sum();
         let clean = || {
-            pages
-                .iter()
-                .filter(|&&a| page_state(a) == (true, true))
+            page_states(&pages)
+                .into_iter()
+                .filter(|&state| state == (true, true))
                 .count()
         };
         assert!(clean() > 16, "{} clean pages mapped ({touched})", clean());
