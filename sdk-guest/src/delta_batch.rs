@@ -145,13 +145,18 @@ mod tests {
         }
     }
 
+    /// A host that accepts every event and records it in `sent`.
+    fn recorder(sent: &mut Vec<String>) -> impl FnMut(StreamEvent) -> bool + '_ {
+        |ev| {
+            sent.push(describe(&ev));
+            true
+        }
+    }
+
     #[test]
     fn runs_of_one_kind_merge_and_order_is_kept() {
         let mut sent = Vec::new();
-        let mut send = |ev: StreamEvent| {
-            sent.push(describe(&ev));
-            true
-        };
+        let mut send = recorder(&mut sent);
         let mut batch = DeltaBatch::default();
         for ev in [
             StreamEvent::ReasoningDelta("think ".into()),
@@ -169,6 +174,7 @@ mod tests {
             batch.push(ev, &mut send).unwrap();
         }
         batch.flush(&mut send).unwrap();
+        drop(send);
         assert_eq!(
             sent,
             [
@@ -186,10 +192,7 @@ mod tests {
     fn nothing_is_held_back_across_a_flush_and_a_stop_is_reported() {
         let mut sent = Vec::new();
         let mut batch = DeltaBatch::default();
-        let mut send = |ev: StreamEvent| {
-            sent.push(describe(&ev));
-            true
-        };
+        let mut send = recorder(&mut sent);
         batch
             .push(StreamEvent::TextDelta("a".into()), &mut send)
             .unwrap();
@@ -199,6 +202,7 @@ mod tests {
             .unwrap();
         batch.flush(&mut send).unwrap();
         batch.flush(&mut send).unwrap();
+        drop(send);
         assert_eq!(sent, ["text:a", "text:b"], "an empty flush sends nothing");
 
         let mut refuse = |_: StreamEvent| false;
@@ -217,10 +221,7 @@ mod tests {
     #[test]
     fn borrowed_text_joins_its_own_kind_and_starts_a_new_event_otherwise() {
         let mut sent = Vec::new();
-        let mut send = |ev: StreamEvent| {
-            sent.push(describe(&ev));
-            true
-        };
+        let mut send = recorder(&mut sent);
         let mut batch = DeltaBatch::default();
         batch.push_text(true, "mull ", &mut send).unwrap();
         batch
@@ -231,6 +232,7 @@ mod tests {
         batch.push(call(0, Some("c1"), "{}"), &mut send).unwrap();
         batch.push_text(false, "after", &mut send).unwrap();
         batch.flush(&mut send).unwrap();
+        drop(send);
         assert_eq!(
             sent,
             [
