@@ -1,6 +1,6 @@
 //! The PostgreSQL backend: pooled connections, tsvector full-text search.
 
-use crate::error::{Result, StorageError};
+use crate::error::Result;
 use crate::migrate::check_and_run;
 use crate::ops::attachments::impl_attachment_store;
 use crate::ops::channels::impl_channel_store;
@@ -15,7 +15,7 @@ use crate::ops::skills::impl_skill_store;
 use crate::ops::turns::impl_turn_store;
 use crate::ops::watches::impl_watch_store;
 use crate::ops::workstreams::impl_workstream_store;
-use crate::types::{NewTurn, SearchFilter};
+use crate::types::SearchFilter;
 use crate::write_gate::{WriteConn, WriteTx};
 use sqlx::postgres::{PgPool, PgPoolOptions, PgRow};
 use std::time::Duration;
@@ -53,19 +53,6 @@ impl PgStore {
     /// rows).
     pub(crate) async fn write_conn(&self) -> Result<WriteConn<sqlx::Postgres>> {
         Ok(WriteConn::new(self.pool.acquire().await?, None))
-    }
-
-    /// Appends one turn in a transaction of its own: when COMMIT answers,
-    /// every other connection sees it.
-    pub(crate) async fn save_one_turn(&self, ws_id: &str, turn: &NewTurn) -> Result<i64> {
-        let mut tx = self.begin_write().await?;
-        let ids = Self::insert_turns(&mut tx, ws_id, std::slice::from_ref(turn)).await?;
-        let id = ids
-            .first()
-            .copied()
-            .ok_or_else(|| StorageError::UnknownWorkstream(ws_id.to_string()))?;
-        tx.commit().await?;
-        Ok(id)
     }
 
     pub(crate) async fn search_impl(

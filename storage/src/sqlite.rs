@@ -15,7 +15,7 @@ use crate::ops::skills::impl_skill_store;
 use crate::ops::turns::impl_turn_store;
 use crate::ops::watches::impl_watch_store;
 use crate::ops::workstreams::impl_workstream_store;
-use crate::types::{NewTurn, SearchFilter};
+use crate::types::SearchFilter;
 use crate::write_gate::{WriteConn, WriteGate, WriteTx};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
@@ -102,21 +102,6 @@ impl SqliteStore {
     pub(crate) async fn write_conn(&self) -> Result<WriteConn<sqlx::Sqlite>> {
         let turn = self.gate.enter().await?;
         Ok(WriteConn::new(self.pool.acquire().await?, turn))
-    }
-
-    /// Appends one turn with one statement on the writer's connection. In
-    /// autocommit SQLite commits a plain `INSERT` in the step that finishes
-    /// it, so when this returns every other connection sees the turn; an
-    /// explicit transaction (or `RETURNING`, whose commit waits for the
-    /// driver to finish reading rows) took three round trips to the
-    /// connection's worker thread instead of one.
-    pub(crate) async fn save_one_turn(&self, ws_id: &str, turn: &NewTurn) -> Result<i64> {
-        let done = Self::turn_insert(ws_id, std::slice::from_ref(turn))
-            .build()
-            .execute(&mut *self.write_conn().await?)
-            .await
-            .map_err(|e| crate::error::classify(e, ws_id))?;
-        Ok(done.last_insert_rowid())
     }
 
     pub(crate) async fn search_impl(

@@ -366,10 +366,9 @@ async fn bad_input_gets_typed_errors(h: Harness) {
     assert_eq!(back[0].turn.content.as_deref(), Some(big.as_str()));
 }
 
-/// Every write that answers with its row (`… RETURNING`) is committed when it
-/// returns: reads on the other pooled connections see it at once. (SQLite
-/// commits an autocommit statement only when the statement is reset; this
-/// holds the driver to doing that before it answers.)
+/// A saved turn and memory are committed when the call returns: reads on the
+/// other pooled connections, started right after, see them (sqlx#3430: a
+/// driver can answer before an autocommit statement has committed).
 async fn a_returned_write_is_visible_on_every_connection(h: Harness) {
     let db = &h.db;
     let ws = published(db, None).await;

@@ -225,11 +225,20 @@ impl std::fmt::Debug for SchemaText {
 }
 
 impl ToolSpec {
-    /// The argument schema as JSON text (`parameters` serialised once).
+    /// The argument schema as JSON text (`parameters` serialised once; a
+    /// spec's `parameters` must not change after this was first called).
     pub fn parameters_text(&self) -> &str {
-        self.parameters_text
+        let text = self
+            .parameters_text
             .0
-            .get_or_init(|| self.parameters.to_string())
+            .get_or_init(|| self.parameters.to_string());
+        debug_assert_eq!(
+            *text,
+            self.parameters.to_string(),
+            "tool {}: parameters changed after their text was made",
+            self.name
+        );
+        text
     }
 
     /// Normalises raw model arguments: a JSON object passes through unchanged

@@ -63,7 +63,7 @@ pub(crate) fn valid_checkpoint(
 
 /// Expands `TurnStore`, and the turn row helpers `impl_workstream_store!` uses,
 /// for a backend whose store type has a `pool` field and the methods
-/// `begin_write`, `save_one_turn` and `search_impl`.
+/// `begin_write` and `search_impl`.
 macro_rules! impl_turn_store {
     ($store:ty, $db:ty) => {
         impl $store {
@@ -137,19 +137,19 @@ macro_rules! impl_turn_store {
                 Ok(($crate::ops::turns::resume_view(rows, cp.as_ref()), cp))
             }
 
-            /// `INSERT INTO conversations` of `turns` (one row each), without
-            /// a `RETURNING` clause.
+            /// `INSERT INTO conversations` of `turns` (one row each, stamped
+            /// `now`), without a `RETURNING` clause.
             fn turn_insert(
                 ws_id: &str,
+                now: &str,
                 turns: &[$crate::types::NewTurn],
             ) -> sqlx::QueryBuilder<$db> {
-                let now = $crate::util::now();
                 let mut qb = sqlx::QueryBuilder::<$db>::new(
                     "INSERT INTO conversations (ws_id, timestamp, role, content, tool_name, tool_call_id, tool_calls, provider_data, source, event_id, is_error, attachments, meta) ",
                 );
                 qb.push_values(turns, |mut b, t| {
                     b.push_bind(ws_id.to_string())
-                        .push_bind(now.clone())
+                        .push_bind(now.to_string())
                         .push_bind(t.role.as_str())
                         .push_bind(t.content.clone())
                         .push_bind(t.tool_name.clone())
@@ -171,9 +171,10 @@ macro_rules! impl_turn_store {
                 ws_id: &str,
                 turns: &[$crate::types::NewTurn],
             ) -> $crate::error::Result<Vec<i64>> {
+                let now = $crate::util::now();
                 let mut ids = Vec::with_capacity(turns.len());
                 for chunk in turns.chunks(500) {
-                    let mut qb = Self::turn_insert(ws_id, chunk);
+                    let mut qb = Self::turn_insert(ws_id, &now, chunk);
                     qb.push(" RETURNING id");
                     let mut chunk_ids: Vec<i64> = qb
                         .build_query_scalar()
@@ -196,7 +197,19 @@ macro_rules! impl_turn_store {
                 turn: &$crate::types::NewTurn,
             ) -> $crate::error::Result<i64> {
                 turn.validate()?;
-                self.save_one_turn(ws_id, turn).await
+                // An explicit transaction: when COMMIT answers, every other
+                // connection sees the turn. In autocommit a reader on another
+                // connection sometimes missed it: with `RETURNING` (sqlx#3430),
+                // and also with a plain `INSERT` run by `execute` (tried on
+                // 2026-12-05: `storage/tests/turns.rs` failed 5 runs in 30,
+                // against none in 30 with the transaction).
+                let mut tx = self.begin_write().await?;
+                let ids = Self::insert_turns(&mut *tx, ws_id, std::slice::from_ref(turn)).await?;
+                let id = ids.first().copied().ok_or_else(|| {
+                    $crate::error::StorageError::UnknownWorkstream(ws_id.to_string())
+                })?;
+                tx.commit().await?;
+                Ok(id)
             }
 
             async fn save_turns(
