@@ -137,34 +137,6 @@ macro_rules! impl_turn_store {
                 Ok(($crate::ops::turns::resume_view(rows, cp.as_ref()), cp))
             }
 
-            /// `INSERT INTO conversations` of `turns` (one row each, stamped
-            /// `now`), without a `RETURNING` clause.
-            fn turn_insert(
-                ws_id: &str,
-                now: &str,
-                turns: &[$crate::types::NewTurn],
-            ) -> sqlx::QueryBuilder<$db> {
-                let mut qb = sqlx::QueryBuilder::<$db>::new(
-                    "INSERT INTO conversations (ws_id, timestamp, role, content, tool_name, tool_call_id, tool_calls, provider_data, source, event_id, is_error, attachments, meta) ",
-                );
-                qb.push_values(turns, |mut b, t| {
-                    b.push_bind(ws_id.to_string())
-                        .push_bind(now.to_string())
-                        .push_bind(t.role.as_str())
-                        .push_bind(t.content.clone())
-                        .push_bind(t.tool_name.clone())
-                        .push_bind(t.tool_call_id.clone())
-                        .push_bind(t.tool_calls.clone())
-                        .push_bind(t.provider_data.clone())
-                        .push_bind(t.source.clone())
-                        .push_bind(t.event_id)
-                        .push_bind(t.is_error)
-                        .push_bind(t.attachments.clone())
-                        .push_bind(t.meta.clone());
-                });
-                qb
-            }
-
             /// Inserts turns in order (chunked multi-row INSERTs); returns their ids in order.
             async fn insert_turns(
                 conn: &mut <$db as sqlx::Database>::Connection,
@@ -174,7 +146,24 @@ macro_rules! impl_turn_store {
                 let now = $crate::util::now();
                 let mut ids = Vec::with_capacity(turns.len());
                 for chunk in turns.chunks(500) {
-                    let mut qb = Self::turn_insert(ws_id, &now, chunk);
+                    let mut qb = sqlx::QueryBuilder::<$db>::new(
+                        "INSERT INTO conversations (ws_id, timestamp, role, content, tool_name, tool_call_id, tool_calls, provider_data, source, event_id, is_error, attachments, meta) ",
+                    );
+                    qb.push_values(chunk, |mut b, t| {
+                        b.push_bind(ws_id.to_string())
+                            .push_bind(now.clone())
+                            .push_bind(t.role.as_str())
+                            .push_bind(t.content.clone())
+                            .push_bind(t.tool_name.clone())
+                            .push_bind(t.tool_call_id.clone())
+                            .push_bind(t.tool_calls.clone())
+                            .push_bind(t.provider_data.clone())
+                            .push_bind(t.source.clone())
+                            .push_bind(t.event_id)
+                            .push_bind(t.is_error)
+                            .push_bind(t.attachments.clone())
+                            .push_bind(t.meta.clone());
+                    });
                     qb.push(" RETURNING id");
                     let mut chunk_ids: Vec<i64> = qb
                         .build_query_scalar()
