@@ -18,6 +18,7 @@ pub mod hub;
 pub mod search;
 pub mod serve;
 pub mod server;
+pub mod tool;
 
 pub use config::{ConfigError, McpConfig, ServerConfig};
 pub use connect::ServerEnv;

@@ -7,10 +7,11 @@ use crate::config::{ServerConfig, Transport};
 use crate::connect::{self, ServerEnv, Session, kill_pgid};
 use crate::grants::{self, Origin};
 use crate::handler::{Notice, ProgressRoutes};
+pub use crate::tool::McpTool;
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, CancelledNotificationParam, ClientRequest,
     GetPromptRequestParams, GetPromptResult, Prompt, ReadResourceRequestParams, ReadResourceResult,
-    Request, Resource, ResourceTemplate, ServerResult, Tool,
+    Request, Resource, ResourceTemplate, ServerResult,
 };
 use rmcp::service::{PeerRequestOptions, ServiceError};
 use rmcp::{Peer, RoleClient};
@@ -63,19 +64,6 @@ impl ServerState {
             ServerState::Disabled => "disabled",
         }
     }
-}
-
-/// One tool of a server.
-#[derive(Debug, Clone)]
-pub struct McpTool {
-    /// `mcp__{server}__{tool}`.
-    pub prefixed: String,
-    /// The server's own name for it.
-    pub name: String,
-    /// Description.
-    pub description: String,
-    /// Input JSON schema.
-    pub input_schema: serde_json::Value,
 }
 
 /// What a server offers, as last listed.
@@ -555,7 +543,7 @@ impl McpServer {
         let tools = peer.list_all_tools().await?;
         Ok(tools
             .into_iter()
-            .map(|t| self.tool_of(t))
+            .map(|t| McpTool::listed(&self.name, t))
             .filter(|t| {
                 // One name a provider rejects would fail every model request.
                 let ok = t.prefixed.len() <= MAX_TOOL_NAME
@@ -570,15 +558,6 @@ impl McpServer {
                 ok
             })
             .collect())
-    }
-
-    fn tool_of(&self, t: Tool) -> McpTool {
-        McpTool {
-            prefixed: format!("mcp__{}__{}", self.name, t.name),
-            name: t.name.to_string(),
-            description: t.description.map(|d| d.to_string()).unwrap_or_default(),
-            input_schema: serde_json::Value::Object((*t.input_schema).clone()),
-        }
     }
 
     async fn refresh(&self, peer: &Peer<RoleClient>, kinds: &[Notice]) {

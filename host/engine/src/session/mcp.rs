@@ -141,7 +141,7 @@ impl ChatSession {
             out.push(wit::ToolDefinition {
                 name: t.prefixed.clone(),
                 description: format!("[MCP: {}] {}", server.name, t.description),
-                parameters: t.input_schema.to_string(),
+                parameters: t.schema_text.to_string(),
                 defer_loading: searching && native,
             });
         }
