@@ -3,10 +3,11 @@
 //! cold start to `/health` 200, idle RSS, sequential turn latency (send →
 //! `ws_state` on the SSE stream), the turn after a quiet spell (when the
 //! server has released memory and code pages), N concurrent workstreams each streaming a
-//! 500-token reply (total wall, p50/p99 time to first `content`, peak RSS),
+//! 500-token reply (total wall, p50/p99 time to first `content`, peak RSS,
+//! CPU per turn of the server and of this bench process),
 //! RSS after 160 loaded workstreams (and how soon it comes back down once
 //! quiet), 1,000 concurrent streaming workstreams (peak RSS, p99 time to
-//! first content), 1,100 streaming turns at once on a node that admits
+//! first content, CPU per turn), 1,100 streaming turns at once on a node that admits
 //! 1,024 plugin calls (with calls beyond waiting in line, and refused at once
 //! as before admission), and SSE fan-out events/s.
 //!
@@ -41,6 +42,40 @@ fn status_kb(pid: u32, key: &str) -> f64 {
         })
         .unwrap_or(0.0)
         / 1024.0
+}
+
+/// CPU time (user + system) `/proc/<pid>/stat` reports for a process, in
+/// ms (`USER_HZ` ticks, 10 ms each on Linux).
+fn cpu_ms(pid: &str) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the parenthesised command name; utime and stime are 14 and 15.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (ticks(11) + ticks(12)) * 10.0
+}
+
+/// CPU spent during a burst: by the server, and by this bench process (its
+/// clients and the scripted LLM), which share the machine's cores.
+struct BurstCpu {
+    server_ms: f64,
+    bench_ms: f64,
+}
+
+impl BurstCpu {
+    /// Per turn, as printed beside a burst's wall time.
+    fn per_turn(&self, n: usize) -> String {
+        format!(
+            "CPU per turn: server {:.2} ms, bench (clients + scripted LLM) {:.2} ms",
+            self.server_ms / n as f64,
+            self.bench_ms / n as f64
+        )
+    }
 }
 
 fn reply_500() -> Vec<String> {
@@ -100,15 +135,17 @@ async fn ready_workstreams(
 
 /// `n` workstreams, each with its event stream open and `reply` queued;
 /// then every one sends at once. Returns the workstream ids, the wall time
-/// from the first send to the last `ws_state` (ms), and each turn's time to
-/// first `content` (ms).
+/// from the first send to the last `ws_state` (ms), each turn's time to
+/// first `content` (ms), and the CPU the burst took.
 async fn concurrent_turns(
     srv: &Server,
     tok: &str,
     n: usize,
     reply: &[String],
-) -> (Vec<String>, f64, Vec<f64>) {
+) -> (Vec<String>, f64, Vec<f64>, BurstCpu) {
     let (ids, mut streams) = ready_workstreams(srv, tok, n, || sse(reply.to_vec())).await;
+    let server = srv.pid().to_string();
+    let (server_cpu, bench_cpu) = (cpu_ms(&server), cpu_ms("self"));
     let t = Instant::now();
     let ttfc = join_all(
         ids.iter()
@@ -129,7 +166,12 @@ async fn concurrent_turns(
             }),
     )
     .await;
-    (ids, t.elapsed().as_secs_f64() * 1000.0, ttfc)
+    let wall = t.elapsed().as_secs_f64() * 1000.0;
+    let cpu = BurstCpu {
+        server_ms: cpu_ms(&server) - server_cpu,
+        bench_ms: cpu_ms("self") - bench_cpu,
+    };
+    (ids, wall, ttfc, cpu)
 }
 
 const SECTIONS: [&str; 9] = [
@@ -313,14 +355,15 @@ async fn concurrent(args: &[&str]) {
         // per workstream): lift the per-address cap that guards real servers.
         let srv = Server::start(vec![], "[server]\nmax_connections_per_ip = 0", args).await;
         let tok = srv.setup_admin().await;
-        let (ids, wall, mut ttfc) = concurrent_turns(&srv, &tok, n, &reply_500()).await;
+        let (ids, wall, mut ttfc, cpu) = concurrent_turns(&srv, &tok, n, &reply_500()).await;
         println!(
             "{n} concurrent workstreams × 500-token reply: wall {:.0} ms (first send → last ws_state; streams opened before), \
-             first content p50 {:.1} ms p99 {:.1} ms, peak RSS {:.1} MB",
+             first content p50 {:.1} ms p99 {:.1} ms, peak RSS {:.1} MB; {}",
             wall,
             pct(&mut ttfc, 0.5),
             pct(&mut ttfc, 0.99),
-            status_kb(srv.pid(), "VmHWM:")
+            status_kb(srv.pid(), "VmHWM:"),
+            cpu.per_turn(n)
         );
         if n == 200 {
             // RSS with 160 loaded: close 40.
@@ -374,7 +417,7 @@ async fn thousand() {
     let n = 1000;
     let (srv, tok) = many_streams_server(n, "").await;
     let words: Vec<String> = (0..200).map(|i| format!("w{i} ")).collect();
-    let (_, wall, mut ttfc) = concurrent_turns(
+    let (_, wall, mut ttfc, cpu) = concurrent_turns(
         &srv,
         &tok,
         n,
@@ -383,10 +426,11 @@ async fn thousand() {
     .await;
     println!(
         "{n} concurrent streaming workstreams × 200 tokens: wall {wall:.0} ms, first content p50 {:.1} ms p99 {:.1} ms, \
-         peak RSS {:.1} MB",
+         peak RSS {:.1} MB; {}",
         pct(&mut ttfc, 0.5),
         pct(&mut ttfc, 0.99),
-        status_kb(srv.pid(), "VmHWM:")
+        status_kb(srv.pid(), "VmHWM:"),
+        cpu.per_turn(n)
     );
 }
 
