@@ -48,7 +48,8 @@ fn status_kb(pid: u32, key: &str) -> f64 {
 /// ms (`USER_HZ` ticks, 10 ms each on Linux).
 fn cpu_ms(pid: &str) -> f64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // Fields after the parenthesised command name; utime and stime are 14 and 15.
+    // Fields after the parenthesised command name, counted from proc(5)'s
+    // field 3 (state): indices 11 and 12 are utime and stime (14 and 15).
     let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
     let fields: Vec<&str> = rest.split_whitespace().collect();
     let ticks = |i: usize| {

@@ -5,7 +5,8 @@
 use crate::config::{ConfigError, McpConfig, ServerConfig, validate_name};
 use crate::connect::ServerEnv;
 use crate::grants::Origin;
-use crate::server::{McpServer, McpTool, ServerState};
+use crate::server::{McpServer, ServerState};
+use crate::tool::McpTool;
 use rmcp::model::Prompt;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -322,6 +323,11 @@ impl McpHub {
                     .collect::<Vec<_>>()
             })
             .collect()
+    }
+
+    /// How many tools [`McpHub::tools`] lists, without copying them.
+    pub fn tool_count(&self) -> usize {
+        self.servers().iter().map(|s| s.catalog().tools.len()).sum()
     }
 
     /// The server and tool behind `mcp__{server}__{tool}`.

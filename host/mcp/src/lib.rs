@@ -24,4 +24,5 @@ pub use config::{ConfigError, McpConfig, ServerConfig};
 pub use connect::ServerEnv;
 pub use grants::Origin;
 pub use hub::{HubChange, McpHub, ServerWish, Summary};
-pub use server::{McpCallError, McpServer, McpTool, ServerState};
+pub use server::{McpCallError, McpServer, ServerState};
+pub use tool::McpTool;

@@ -7,7 +7,7 @@ use crate::config::{ServerConfig, Transport};
 use crate::connect::{self, ServerEnv, Session, kill_pgid};
 use crate::grants::{self, Origin};
 use crate::handler::{Notice, ProgressRoutes};
-pub use crate::tool::McpTool;
+use crate::tool::McpTool;
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, CancelledNotificationParam, ClientRequest,
     GetPromptRequestParams, GetPromptResult, Prompt, ReadResourceRequestParams, ReadResourceResult,

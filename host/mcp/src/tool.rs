@@ -14,8 +14,7 @@ pub struct McpTool {
     pub description: String,
     /// The input JSON schema as JSON text. Every model request offers the
     /// tool with this text, so it is written once when the server lists its
-    /// tools rather than per request (a clone of the schema's tree and its
-    /// serialisation each time before), and clones share it.
+    /// tools, and clones share it.
     pub schema_text: Arc<str>,
 }
 
@@ -54,6 +53,8 @@ mod tests {
         assert_eq!(tool.prefixed, "mcp__fs__read_file");
         assert_eq!(tool.name, "read_file");
         assert_eq!(tool.description, "Reads a file.");
+        // The same text the schema's own serialisation gives.
+        assert_eq!(&*tool.schema_text, schema.to_string());
         let back: serde_json::Value =
             serde_json::from_str(&tool.schema_text).expect("the text is JSON");
         assert_eq!(back, schema);

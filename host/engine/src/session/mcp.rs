@@ -95,7 +95,7 @@ impl ChatSession {
         let Some(hub) = &self.mcp else {
             return false;
         };
-        let mcp = hub.tools().len();
+        let mcp = hub.tool_count();
         self.cfg.tool_search.active(component_tools + mcp, mcp)
     }
 
