@@ -45,13 +45,28 @@ const FEEDBACK: &str = "call it c.txt instead";
 fn normalized(log: &Path, workspace: &Path) -> Vec<Value> {
     let text = std::fs::read_to_string(log).unwrap();
     let workspace = workspace.to_str().unwrap();
-    text.lines()
-        .map(|l| {
-            let mut v: Value = serde_json::from_str(&l.replace(workspace, "<workspace>")).unwrap();
-            scrub(&mut v);
-            v
-        })
-        .collect()
+    let mut events: Vec<Value> = Vec::new();
+    for l in text.lines() {
+        let mut v: Value = serde_json::from_str(&l.replace(workspace, "<workspace>")).unwrap();
+        scrub(&mut v);
+        // A provider sends the deltas of one network read as one event, so
+        // how a reply's text is split into `content` events depends on
+        // timing: compare the text of each run of them instead.
+        if let Some(last) = events.last_mut()
+            && last["type"] == "content"
+            && v["type"] == "content"
+        {
+            let joined = format!(
+                "{}{}",
+                last["text"].as_str().unwrap(),
+                v["text"].as_str().unwrap()
+            );
+            last["text"] = json!(joined);
+            continue;
+        }
+        events.push(v);
+    }
+    events
 }
 
 fn scrub(v: &mut Value) {
