@@ -44,21 +44,9 @@ fn status_kb(pid: u32, key: &str) -> f64 {
         / 1024.0
 }
 
-/// CPU time (user + system) `/proc/<pid>/stat` reports for a process, in
-/// ms (`USER_HZ` ticks, 10 ms each on Linux).
+/// CPU time of a process (`"self"`: this one) in ms.
 fn cpu_ms(pid: &str) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // Fields after the parenthesised command name, counted from proc(5)'s
-    // field 3 (state): indices 11 and 12 are utime and stime (14 and 15).
-    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    (ticks(11) + ticks(12)) * 10.0
+    turnstone_test_support::cpu_time(pid).as_secs_f64() * 1000.0
 }
 
 /// CPU spent during a burst: by the server, and by this bench process (its

@@ -82,19 +82,9 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[i]
 }
 
-/// Process CPU time (user + system) from `/proc/self/stat`, in 10 ms ticks.
+/// Process CPU time (user + system), in 10 ms ticks.
 fn cpu_time() -> Duration {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    // Fields after the parenthesised command name; utime and stime are 14 and 15.
-    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
-    Duration::from_millis((ticks(11) + ticks(12)) * 10)
+    turnstone_test_support::cpu_time("self")
 }
 
 const SECTIONS: [&str; 3] = ["turns", "titles", "stream"];
