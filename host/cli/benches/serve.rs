@@ -4,7 +4,7 @@
 //! `ws_state` on the SSE stream), the turn after a quiet spell (when the
 //! server has released memory and code pages), N concurrent workstreams each streaming a
 //! 500-token reply (total wall, p50/p99 time to first `content`, peak RSS,
-//! CPU per turn of the server and of this bench process),
+//! CPU per turn of the server and of this bench process, SSE frames per turn),
 //! RSS after 160 loaded workstreams (and how soon it comes back down once
 //! quiet), 1,000 concurrent streaming workstreams (peak RSS, p99 time to
 //! first content, CPU per turn), 1,100 streaming turns at once on a node that admits
@@ -23,7 +23,7 @@ mod support;
 use futures::future::join_all;
 use serde_json::json;
 use std::time::{Duration, Instant};
-use support::{Server, sse};
+use support::{Events, Server, sse};
 use turnstone_scripted_llm::{Step, openai};
 
 fn pct(v: &mut [f64], p: f64) -> f64 {
@@ -54,15 +54,22 @@ fn cpu_ms(pid: &str) -> f64 {
 struct BurstCpu {
     server_ms: f64,
     bench_ms: f64,
+    /// SSE frames the clients read during the burst, and how many of them
+    /// were `content`: each costs the server an event and a write.
+    frames: usize,
+    contents: usize,
 }
 
 impl BurstCpu {
     /// Per turn, as printed beside a burst's wall time.
     fn per_turn(&self, n: usize) -> String {
         format!(
-            "CPU per turn: server {:.2} ms, bench (clients + scripted LLM) {:.2} ms",
+            "CPU per turn: server {:.2} ms, bench (clients + scripted LLM) {:.2} ms; \
+             SSE frames per turn {:.1} ({:.1} content)",
             self.server_ms / n as f64,
-            self.bench_ms / n as f64
+            self.bench_ms / n as f64,
+            self.frames as f64 / n as f64,
+            self.contents as f64 / n as f64
         )
     }
 }
@@ -133,6 +140,8 @@ async fn concurrent_turns(
     reply: &[String],
 ) -> (Vec<String>, f64, Vec<f64>, BurstCpu) {
     let (ids, mut streams) = ready_workstreams(srv, tok, n, || sse(reply.to_vec())).await;
+    // Count only the burst's frames.
+    streams.iter_mut().for_each(Events::reset);
     let server = srv.pid().to_string();
     let (server_cpu, bench_cpu) = (cpu_ms(&server), cpu_ms("self"));
     let t = Instant::now();
@@ -156,9 +165,12 @@ async fn concurrent_turns(
     )
     .await;
     let wall = t.elapsed().as_secs_f64() * 1000.0;
+    let seen = streams.iter().flat_map(|ev| ev.seen.iter());
     let cpu = BurstCpu {
         server_ms: cpu_ms(&server) - server_cpu,
         bench_ms: cpu_ms("self") - bench_cpu,
+        frames: seen.clone().count(),
+        contents: seen.filter(|f| f.kind() == "content").count(),
     };
     (ids, wall, ttfc, cpu)
 }

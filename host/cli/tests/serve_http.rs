@@ -531,6 +531,61 @@ async fn sigterm_lets_the_turn_finish_and_saves_history() {
     assert_eq!(last.turn.content.as_deref(), Some("slow but complete"));
 }
 
+/// Content reaches the stream as the model sends it: two tokens 5 ms apart
+/// (inside one batch window), then three quiet seconds before the last one.
+/// The first two go out while the model is quiet (the window's end flushes
+/// them), not with the last one, when the next event would have.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn content_goes_out_while_the_model_is_quiet() {
+    let pauses = [0, 0, 5, 3_000, 0, 0, 0];
+    let frames = openai::text(&["Hel", "lo", " there"]);
+    assert_eq!(
+        frames.len(),
+        pauses.len(),
+        "role, 3 tokens, finish, usage, done"
+    );
+    let paced = pauses
+        .iter()
+        .map(|ms| Duration::from_millis(*ms))
+        .zip(frames)
+        .collect();
+    let srv = Server::start(
+        vec![turnstone_scripted_llm::Step::Paced { frames: paced }],
+        "",
+        &[],
+    )
+    .await;
+    let admin = srv.setup_admin().await;
+    let ws = srv.create(&admin, json!({})).await;
+    let mut ev = srv
+        .events(&format!("/v1/api/workstreams/{ws}/events"), &admin, None)
+        .await;
+    srv.call(
+        "POST",
+        &format!("/v1/api/workstreams/{ws}/send"),
+        Some(&admin),
+        Some(json!({"message": "go"})),
+    )
+    .await;
+    ev.turn_end().await;
+    let contents: Vec<String> = ev
+        .seen
+        .iter()
+        .filter(|f| f.kind() == "content")
+        .map(|f| f.data["text"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(contents.concat(), "Hello there");
+    let mut sent = String::new();
+    let before_quiet = contents.iter().any(|c| {
+        sent.push_str(c);
+        sent == "Hello"
+    });
+    assert!(
+        before_quiet,
+        "\"Hello\" went out before the quiet ended, not with \" there\": {contents:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_workstreams_are_closed_after_the_timeout_busy_ones_are_not() {
     // 0.02 minutes = 1.2 s; the reaper runs every 0.3 s.

@@ -14,6 +14,7 @@
 pub mod audit;
 pub mod auth;
 pub mod channels;
+pub mod content_batch;
 pub mod error;
 pub mod events;
 pub mod global;

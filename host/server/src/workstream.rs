@@ -4,6 +4,7 @@
 //! adding the accepted `tool_result` row, and rendering each turn's end as
 //! `ws_state` on both streams.
 
+use crate::content_batch::ContentBatch;
 use crate::events::EventHub;
 use crate::global::GlobalHub;
 use crate::metrics::Metrics;
@@ -19,10 +20,6 @@ use turnstone_protocol::{
     WsRename, WsState,
 };
 
-/// Content tokens are batched for this long (the original's window).
-const CONTENT_BATCH: Duration = Duration::from_millis(25);
-/// And at most this many characters per event.
-const CONTENT_BATCH_MAX: usize = 4096;
 /// How long a closing workstream's task gets to finish saving.
 const CLOSE_GRACE: Duration = Duration::from_secs(10);
 
@@ -64,13 +61,6 @@ pub struct Status {
     pub activity_state: &'static str,
 }
 
-/// Pending content awaiting its batch window.
-#[derive(Default)]
-struct Batch {
-    text: String,
-    since: Option<Instant>,
-}
-
 /// Everything the HTTP handlers and the event pump share about a workstream.
 pub struct Core {
     /// Id (32 hex).
@@ -90,13 +80,21 @@ pub struct Core {
     global: Arc<GlobalHub>,
     metrics: Arc<Metrics>,
     status: Mutex<Status>,
-    batch: Mutex<Batch>,
+    batch: Mutex<ContentBatch>,
     /// One-shot `/history` hand-off tokens → event cursor.
     handoffs: Mutex<HashMap<String, u64>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Resolves at `due`, or never.
+async fn until(due: Option<Instant>) {
+    match due {
+        Some(due) => tokio::time::sleep_until(due.into()).await,
+        None => std::future::pending().await,
+    }
 }
 
 fn ratio(prompt: u32, window: u32) -> f64 {
@@ -148,7 +146,7 @@ impl Core {
                 activity: String::new(),
                 activity_state: "",
             }),
-            batch: Mutex::new(Batch::default()),
+            batch: Mutex::new(ContentBatch::default()),
             handoffs: Mutex::new(HashMap::new()),
         }
     }
@@ -180,14 +178,15 @@ impl Core {
 
     /// Sends batched content now.
     pub fn flush_content(&self) {
-        let text = {
-            let mut b = lock(&self.batch);
-            b.since = None;
-            std::mem::take(&mut b.text)
-        };
-        if !text.is_empty() {
+        let text = lock(&self.batch).take(Instant::now());
+        if let Some(text) = text {
             self.publish(Event::Content(Text { text }));
         }
+    }
+
+    /// When batched content must go out if no event comes first.
+    fn content_due(&self) -> Option<Instant> {
+        lock(&self.batch).due()
     }
 
     /// Publishes on the global stream, tagged with this workstream's owner.
@@ -252,18 +251,12 @@ impl Core {
         }));
     }
 
-    /// Batches a content token; due batches go out at once.
+    /// Batches a content token; what is due goes out at once.
     fn content(&self, text: &str) {
         lock(&self.status).content.push_str(text);
-        let now = Instant::now();
-        let due = {
-            let mut b = lock(&self.batch);
-            b.text.push_str(text);
-            let since = *b.since.get_or_insert(now);
-            now.duration_since(since) >= CONTENT_BATCH || b.text.len() >= CONTENT_BATCH_MAX
-        };
-        if due {
-            self.flush_content();
+        let out = lock(&self.batch).push(text, Instant::now());
+        if let Some(text) = out {
+            self.publish(Event::Content(Text { text }));
         }
     }
 
@@ -451,10 +444,21 @@ impl Workstream {
         let handle = turnstone_engine::runner::spawn(session);
         let c = core.clone();
         let pump = tokio::spawn(async move {
-            while let Some(e) = events.recv().await {
+            loop {
+                // Batched content goes out when its window ends, even if
+                // the model has gone quiet.
+                let due = c.content_due();
+                let e = tokio::select! {
+                    e = events.recv() => e,
+                    () = until(due) => {
+                        c.flush_content();
+                        continue;
+                    }
+                };
                 match e {
-                    SessionEvent::Wire(event) => c.on_event(event),
-                    SessionEvent::TurnEnded(outcome) => c.turn_ended(&outcome),
+                    Some(SessionEvent::Wire(event)) => c.on_event(event),
+                    Some(SessionEvent::TurnEnded(outcome)) => c.turn_ended(&outcome),
+                    None => break,
                 }
             }
             c.flush_content();

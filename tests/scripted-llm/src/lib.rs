@@ -27,6 +27,12 @@ pub enum Step {
         /// Pause before each frame.
         gap: Duration,
     },
+    /// Like [`Step::Sse`], each frame after a pause of its own (a model
+    /// that streams a few tokens, then goes quiet).
+    Paced {
+        /// Pause before each frame, and the frame.
+        frames: Vec<(Duration, String)>,
+    },
     /// A non-streaming response.
     Status {
         /// HTTP status.
@@ -246,6 +252,15 @@ async fn serve(
                     if !gap.is_zero() {
                         tokio::time::sleep(gap).await;
                     }
+                    write_chunk(&mut sock, &f).await?;
+                }
+                sock.write_all(b"0\r\n\r\n").await?;
+            }
+            Step::Paced { frames } => {
+                sock.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
+                    .await?;
+                for (pause, f) in frames {
+                    tokio::time::sleep(pause).await;
                     write_chunk(&mut sock, &f).await?;
                 }
                 sock.write_all(b"0\r\n\r\n").await?;
