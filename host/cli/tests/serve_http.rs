@@ -533,8 +533,9 @@ async fn sigterm_lets_the_turn_finish_and_saves_history() {
 
 /// Content reaches the stream as the model sends it: two tokens 5 ms apart
 /// (inside one batch window), then three quiet seconds before the last one.
-/// The first two go out while the model is quiet (the window's end flushes
-/// them), not with the last one, when the next event would have.
+/// The first goes out at once, the second when its window ends while the
+/// model is quiet, not with the last token (the next event), as it did
+/// before.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn content_goes_out_while_the_model_is_quiet() {
     let pauses = [0, 0, 5, 3_000, 0, 0, 0];
@@ -567,6 +568,19 @@ async fn content_goes_out_while_the_model_is_quiet() {
         Some(json!({"message": "go"})),
     )
     .await;
+    // "Hello" is all out well before the quiet ends (3 s after "lo" was sent).
+    let first = ev.until(30, |f| f.kind() == "content").await;
+    let mut so_far = first.data["text"].as_str().unwrap_or_default().to_string();
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(2_000);
+    while so_far != "Hello" {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let Some(f) = ev.next_within(left).await else {
+            panic!("\"Hello\" not out within 2 s of its first token: {so_far:?}");
+        };
+        if f.kind() == "content" {
+            so_far.push_str(f.data["text"].as_str().unwrap_or_default());
+        }
+    }
     ev.turn_end().await;
     let contents: Vec<String> = ev
         .seen

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 /// Content tokens go out at most once per this window (the original's).
 pub const WINDOW: Duration = Duration::from_millis(25);
-/// A batch this long goes out at once, window or not.
-pub const MAX_CHARS: usize = 4096;
+/// A batch of this many bytes or more goes out at once, window or not.
+pub const MAX_BYTES: usize = 4096;
 
 /// Content waiting for its window.
 #[derive(Debug, Default)]
@@ -33,7 +33,7 @@ impl ContentBatch {
         let window_passed = self
             .sent
             .is_none_or(|sent| now.saturating_duration_since(sent) >= WINDOW);
-        if window_passed || self.text.len() >= MAX_CHARS {
+        if window_passed || self.text.len() >= MAX_BYTES {
             self.take(now)
         } else {
             None
@@ -119,10 +119,10 @@ mod tests {
         let t0 = Instant::now();
         let mut b = ContentBatch::default();
         assert!(b.push("a", t0).is_some());
-        let half = "x".repeat(MAX_CHARS / 2);
+        let half = "x".repeat(MAX_BYTES / 2);
         assert_eq!(b.push(&half, t0 + ms(1)), None);
         let out = b.push(&half, t0 + ms(2)).expect("the cap sends it");
-        assert_eq!(out.len(), MAX_CHARS);
+        assert_eq!(out.len(), MAX_BYTES);
     }
 
     #[test]

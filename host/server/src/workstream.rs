@@ -178,8 +178,11 @@ impl Core {
 
     /// Sends batched content now.
     pub fn flush_content(&self) {
-        let text = lock(&self.batch).take(Instant::now());
-        if let Some(text) = text {
+        // Published under the batch's lock: an event emitted from another
+        // task (an HTTP handler) cannot get its id between taking the text
+        // and publishing it.
+        let mut batch = lock(&self.batch);
+        if let Some(text) = batch.take(Instant::now()) {
             self.publish(Event::Content(Text { text }));
         }
     }
@@ -254,8 +257,8 @@ impl Core {
     /// Batches a content token; what is due goes out at once.
     fn content(&self, text: &str) {
         lock(&self.status).content.push_str(text);
-        let out = lock(&self.batch).push(text, Instant::now());
-        if let Some(text) = out {
+        let mut batch = lock(&self.batch);
+        if let Some(text) = batch.push(text, Instant::now()) {
             self.publish(Event::Content(Text { text }));
         }
     }
