@@ -5,12 +5,13 @@
 //! `ws_state` on both streams.
 
 use crate::content_batch::ContentBatch;
-use crate::events::EventHub;
+use crate::events::{EventHub, Numbered, Replay};
 use crate::global::GlobalHub;
 use crate::metrics::Metrics;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+use tokio::sync::broadcast;
 use turnstone_engine::events::{EventStream, SessionEvent, TurnOutcome};
 use turnstone_engine::runner::SessionHandle;
 use turnstone_engine::session::ChatSession;
@@ -168,8 +169,25 @@ impl Core {
 
     /// Publishes a per-workstream event (after any batched content).
     pub fn emit(&self, event: Event) -> u64 {
-        self.flush_content();
+        // Text events and the status text they add to change together under
+        // the batch's lock (see `subscribe`).
+        let mut batch = lock(&self.batch);
+        self.publish_content(batch.take(Instant::now()));
+        if let Event::Reasoning(t) = &event {
+            lock(&self.status).reasoning.push_str(&t.text);
+        }
         self.publish(event)
+    }
+
+    /// Subscribes to the per-workstream stream with the status as of that
+    /// moment. No text is published between the two, so the connect
+    /// preamble's in-progress snapshot holds exactly the text sent before
+    /// the subscription, and what follows (batched text included) arrives
+    /// once, as events.
+    pub fn subscribe(&self, after: Option<u64>) -> (Replay, broadcast::Receiver<Numbered>, Status) {
+        let _batch = lock(&self.batch);
+        let (replay, rx) = self.hub.subscribe(after);
+        (replay, rx, self.status())
     }
 
     fn publish(&self, event: Event) -> u64 {
@@ -182,7 +200,14 @@ impl Core {
         // task (an HTTP handler) cannot get its id between taking the text
         // and publishing it.
         let mut batch = lock(&self.batch);
-        if let Some(text) = batch.take(Instant::now()) {
+        self.publish_content(batch.take(Instant::now()));
+    }
+
+    /// Publishes taken content and adds it to the status text; called with
+    /// the batch's lock held.
+    fn publish_content(&self, text: Option<String>) {
+        if let Some(text) = text {
+            lock(&self.status).content.push_str(&text);
             self.publish(Event::Content(Text { text }));
         }
     }
@@ -256,11 +281,8 @@ impl Core {
 
     /// Batches a content token; what is due goes out at once.
     fn content(&self, text: &str) {
-        lock(&self.status).content.push_str(text);
         let mut batch = lock(&self.batch);
-        if let Some(text) = batch.push(text, Instant::now()) {
-            self.publish(Event::Content(Text { text }));
-        }
+        self.publish_content(batch.push(text, Instant::now()));
     }
 
     /// Renders one engine event onto the streams.
@@ -269,7 +291,6 @@ impl Core {
         self.metrics.engine_event();
         match event {
             Event::Content(t) => return self.content(&t.text),
-            Event::Reasoning(ref t) => lock(&self.status).reasoning.push_str(&t.text),
             Event::ThinkingStart => {
                 {
                     let mut s = lock(&self.status);
@@ -509,5 +530,58 @@ impl Drop for Workstream {
         if let Some(p) = lock(&self.pump).take() {
             p.abort();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn core() -> Core {
+        Core::new(
+            "ws".into(),
+            None,
+            "name".into(),
+            ("m".into(), "m".into()),
+            1000,
+            false,
+            100,
+            0,
+            Arc::new(GlobalHub::new()),
+            Arc::new(Metrics::default()),
+        )
+    }
+
+    fn text_of(n: &Numbered) -> String {
+        let v: serde_json::Value = serde_json::from_str(&n.json).expect("json");
+        assert_eq!(v["type"], "content", "{v}");
+        v["text"].as_str().expect("text").to_string()
+    }
+
+    /// A client connecting mid-reply gets every piece of text once: what
+    /// went out before it subscribed in the snapshot, what was still
+    /// batched (and what follows) as events.
+    #[test]
+    fn the_connect_snapshot_holds_exactly_the_text_sent_before_it() {
+        let c = core();
+        c.content("Hel");
+        c.content("lo");
+        assert!(c.content_due().is_some(), "\"lo\" waits in the batch");
+        let (_, mut rx, status) = c.subscribe(None);
+        assert_eq!(status.content, "Hel", "the snapshot has only what was sent");
+        c.flush_content();
+        let live = rx.try_recv().expect("the batched text arrives as an event");
+        assert_eq!(status.content + &text_of(&live), "Hello", "each piece once");
+        assert_eq!(c.status().content, "Hello");
+    }
+
+    #[test]
+    fn reasoning_joins_the_status_text_as_it_is_published() {
+        let c = core();
+        let (_, mut rx, status) = c.subscribe(None);
+        assert_eq!(status.reasoning, "");
+        c.emit(Event::Reasoning(Text { text: "hmm".into() }));
+        assert!(rx.try_recv().expect("published").json.contains("\"hmm\""));
+        assert_eq!(c.status().reasoning, "hmm");
     }
 }

@@ -5,7 +5,7 @@ use super::{Node, loaded, node, owner};
 use crate::events::{Numbered, Replay};
 use crate::global::GlobalEvent;
 use crate::http::{ApiError, AppState, Identity};
-use crate::workstream::{Core, Workstream};
+use crate::workstream::{Core, Status, Workstream};
 use axum::Extension;
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, Query, State};
@@ -105,8 +105,9 @@ fn time_now_iso() -> String {
         .unwrap_or_default()
 }
 
-/// The fresh-connect preamble (no ids).
-fn preamble(w: &Workstream, out: &mut VecDeque<Bytes>) {
+/// The fresh-connect preamble (no ids), from the status `s` read as the
+/// stream was subscribed.
+fn preamble(w: &Workstream, s: Status, out: &mut VecDeque<Bytes>) {
     let core = &w.core;
     let ws = core.ws_id.as_str();
     let frame = |e: Event| data(&WsEvent::new(ws, e));
@@ -119,7 +120,6 @@ fn preamble(w: &Workstream, out: &mut VecDeque<Bytes>) {
         project_name: None,
         skip_permissions: core.skip_permissions,
     })));
-    let s = core.status();
     if s.turn_count > 0
         && let Some(st) = s.last_status.clone()
         && st.prompt_tokens > 0
@@ -255,13 +255,13 @@ pub(crate) async fn workstream_events(
     let cursor = header_cursor(&headers)
         .or_else(|| q.last_event_id.as_deref().and_then(|s| s.parse().ok()))
         .or_else(|| q.history_token.as_deref().and_then(|t| core.redeem(t)));
-    let (replay, rx) = core.hub.subscribe(cursor);
+    let (replay, rx, status) = core.subscribe(cursor);
     let mut pending = VecDeque::new();
     pending.push_back(retry_frame());
     let mut last_id = core.hub.next_id().saturating_sub(1);
     let mut replayed = Vec::new();
     match replay {
-        Replay::Fresh => preamble(&w, &mut pending),
+        Replay::Fresh => preamble(&w, status, &mut pending),
         Replay::Ok(events) => {
             pending.push_back(data(&WsEvent::new(
                 &ws_id,
@@ -282,7 +282,7 @@ pub(crate) async fn workstream_events(
                     last_event_id: cursor,
                 }),
             )));
-            preamble(&w, &mut pending);
+            preamble(&w, status, &mut pending);
         }
     }
     let mut ping = tokio::time::interval_at(tokio::time::Instant::now() + PING, PING);
