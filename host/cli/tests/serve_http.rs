@@ -558,16 +558,7 @@ async fn content_goes_out_while_the_model_is_quiet() {
     .await;
     let admin = srv.setup_admin().await;
     let ws = srv.create(&admin, json!({})).await;
-    let mut ev = srv
-        .events(&format!("/v1/api/workstreams/{ws}/events"), &admin, None)
-        .await;
-    srv.call(
-        "POST",
-        &format!("/v1/api/workstreams/{ws}/send"),
-        Some(&admin),
-        Some(json!({"message": "go"})),
-    )
-    .await;
+    let mut ev = srv.send_streaming(&admin, &ws, "go").await;
     // "Hello" is all out well before the quiet ends (3 s after "lo" was sent).
     let first = ev.until(30, |f| f.kind() == "content").await;
     let mut so_far = first.data["text"].as_str().unwrap_or_default().to_string();

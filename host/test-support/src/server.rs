@@ -435,7 +435,15 @@ impl Server {
     /// Sends `message` on workstream `ws` and waits for the turn to end;
     /// returns the stream with every frame of the turn.
     pub async fn send_and_finish(&self, token: &str, ws: &str, message: &str) -> Events {
-        let mut events = self
+        let mut events = self.send_streaming(token, ws, message).await;
+        events.turn_end().await;
+        events
+    }
+
+    /// Opens workstream `ws`'s event stream, then sends `message` on it;
+    /// returns the stream while the turn runs.
+    pub async fn send_streaming(&self, token: &str, ws: &str, message: &str) -> Events {
+        let events = self
             .events(&format!("/v1/api/workstreams/{ws}/events"), token, None)
             .await;
         let (s, v) = self
@@ -447,7 +455,6 @@ impl Server {
             )
             .await;
         assert_eq!(s, 200, "{v}");
-        events.turn_end().await;
         events
     }
 
