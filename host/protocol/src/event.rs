@@ -363,7 +363,9 @@ pub enum Event {
     ThinkingStop,
     /// Reasoning tokens.
     Reasoning(Text),
-    /// Reply tokens (batched by the server: 25 ms, ≤ 4096 chars).
+    /// Reply tokens (batched by the server: one event per 25 ms window, or
+    /// sooner once a batch reaches 4096 bytes; the token that reaches the cap
+    /// goes out with it).
     Content(Text),
     /// One model stream ended (not the turn).
     StreamEnd,

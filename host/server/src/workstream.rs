@@ -90,14 +90,6 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Resolves at `due`, or never.
-async fn until(due: Option<Instant>) {
-    match due {
-        Some(due) => tokio::time::sleep_until(due.into()).await,
-        None => std::future::pending().await,
-    }
-}
-
 fn ratio(prompt: u32, window: u32) -> f64 {
     if window == 0 {
         0.0
@@ -468,13 +460,24 @@ impl Workstream {
         let handle = turnstone_engine::runner::spawn(session);
         let c = core.clone();
         let pump = tokio::spawn(async move {
+            // Batched content goes out when its window ends, even if the
+            // model has gone quiet. One timer, moved only when the batch's
+            // deadline changes: a pass per token must not make a timer each.
+            let timer = tokio::time::sleep(Duration::ZERO);
+            tokio::pin!(timer);
+            let mut armed: Option<Instant> = None;
             loop {
-                // Batched content goes out when its window ends, even if
-                // the model has gone quiet.
                 let due = c.content_due();
+                if due != armed {
+                    if let Some(at) = due {
+                        timer.as_mut().reset(at.into());
+                    }
+                    armed = due;
+                }
                 let e = tokio::select! {
                     e = events.recv() => e,
-                    () = until(due) => {
+                    () = &mut timer, if armed.is_some() => {
+                        armed = None;
                         c.flush_content();
                         continue;
                     }
