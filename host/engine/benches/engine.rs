@@ -77,6 +77,17 @@ fn precise_cpu_time() -> Duration {
     Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
 }
 
+/// Context switches of the whole process so far (all threads, ended ones
+/// too): voluntary (a thread waited) and involuntary (it was preempted).
+fn context_switches() -> (i64, i64) {
+    // SAFETY: getrusage writes the zeroed struct it is handed, nothing else.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `usage` is a valid, writable rusage.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    assert_eq!(rc, 0, "getrusage");
+    (usage.ru_nvcsw, usage.ru_nivcsw)
+}
+
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[i]
@@ -272,6 +283,14 @@ async fn run() {
         // Process CPU spent in each kind of run: the server's share is the
         // same in both, so the difference is what the consumer costs.
         let (mut raw_cpu, mut session_cpu) = (Duration::ZERO, Duration::ZERO);
+        // Context switches in each kind of run: how often a thread of the
+        // pipeline waited for another (the hand-off the ratio pays for).
+        let (mut raw_switches, mut session_switches) = ((0, 0), (0, 0));
+        let add = |total: &mut (i64, i64), before: (i64, i64)| {
+            let now = context_switches();
+            total.0 += now.0 - before.0;
+            total.1 += now.1 - before.1;
+        };
         let n: usize = std::env::var("TURNSTONE_BENCH_STREAM_RUNS")
             .ok()
             .and_then(|v| v.parse().ok())
@@ -280,9 +299,11 @@ async fn run() {
             llm.push(long());
             let t = Instant::now();
             let cpu = precise_cpu_time();
+            let switches = context_switches();
             let bytes = raw_fetch(llm.port()).await;
             raw_runs.push(t.elapsed());
             raw_cpu += precise_cpu_time() - cpu;
+            add(&mut raw_switches, switches);
             assert!(
                 bytes > STREAM_DELTAS * 20,
                 "the raw stream arrived ({bytes} bytes)"
@@ -303,9 +324,11 @@ async fn run() {
             llm.push(long());
             let t = Instant::now();
             let cpu = precise_cpu_time();
+            let switches = context_switches();
             session.send("stream").await.expect("stream turn");
             session_runs.push(t.elapsed());
             session_cpu += precise_cpu_time() - cpu;
+            add(&mut session_switches, switches);
             event_counts.push(contents.load(Ordering::Relaxed));
             let text = session
                 .turns()
@@ -338,6 +361,13 @@ async fn run() {
             "  process CPU per run  raw {:.1?}, provider + session {:.1?}",
             raw_cpu / n as u32,
             session_cpu / n as u32
+        );
+        let per_run = |(v, i): (i64, i64)| (v / n as i64, i / n as i64);
+        let (raw_v, raw_i) = per_run(raw_switches);
+        let (via_v, via_i) = per_run(session_switches);
+        println!(
+            "  context switches     raw {raw_v} voluntary + {raw_i} preempted, \
+             provider + session {via_v} + {via_i} per run"
         );
         event_counts.sort_unstable();
         println!(
