@@ -14,6 +14,7 @@
 pub mod backend;
 pub mod config;
 pub mod error;
+mod group_commit;
 mod migrate;
 mod ops;
 pub mod postgres;

@@ -39,6 +39,16 @@ impl PgStore {
         Ok(Self { pool })
     }
 
+    /// Saves one (validated) turn in a transaction of its own: PostgreSQL
+    /// runs concurrent writers side by side and needs no grouping.
+    async fn save_one(&self, ws_id: &str, turn: &crate::types::NewTurn) -> Result<i64> {
+        // An explicit transaction, as on SQLite (see `Writer::save_single`).
+        let mut tx = self.begin_write().await?;
+        let id = Self::insert_one(&mut tx, ws_id, turn).await?;
+        tx.commit().await?;
+        Ok(id)
+    }
+
     /// Write transactions read a consistent snapshot (forks copy one).
     pub(crate) async fn begin_write(&self) -> Result<WriteTx<sqlx::Postgres>> {
         Ok(WriteTx::new(

@@ -1,6 +1,7 @@
 //! The embedded SQLite backend: WAL, busy timeout, foreign keys, FTS5.
 
 use crate::error::{Result, StorageError};
+use crate::group_commit::{GroupCommit, Writer};
 use crate::migrate::check_and_run;
 use crate::ops::attachments::impl_attachment_store;
 use crate::ops::channels::impl_channel_store;
@@ -31,6 +32,8 @@ pub struct SqliteStore {
     pub(crate) pool: SqlitePool,
     /// One writer of this process at a time (see `write_gate`).
     gate: WriteGate,
+    /// Turn saves, committed in groups under load (see `group_commit`).
+    pub(crate) saves: GroupCommit,
 }
 
 /// An idle connection must not be inside a transaction. One is after SQLite
@@ -81,20 +84,23 @@ impl SqliteStore {
             .connect_with(opts)
             .await?;
         check_and_run(&MIGRATOR, &pool, &path.display().to_string(), "sqlite").await?;
-        Ok(Self {
-            pool,
-            gate: WriteGate::single(),
-        })
+        let gate = WriteGate::single();
+        let saves = GroupCommit::new(Writer {
+            pool: pool.clone(),
+            gate: gate.clone(),
+        });
+        Ok(Self { pool, gate, saves })
     }
 
     /// Write transactions take the lock up front (`BEGIN IMMEDIATE`) so a
     /// read-then-write never fails with a busy snapshot under concurrency.
     pub(crate) async fn begin_write(&self) -> Result<WriteTx<sqlx::Sqlite>> {
-        let turn = self.gate.enter().await?;
-        Ok(WriteTx::new(
-            self.pool.begin_with("BEGIN IMMEDIATE").await?,
-            turn,
-        ))
+        self.saves.writer.begin_write().await
+    }
+
+    /// Saves one (validated) turn with the saves that wait beside it.
+    async fn save_one(&self, ws_id: &str, turn: &crate::types::NewTurn) -> Result<i64> {
+        self.saves.save(ws_id, turn).await
     }
 
     /// A connection for a single-statement write on a hot path (one per

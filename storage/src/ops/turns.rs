@@ -137,19 +137,32 @@ macro_rules! impl_turn_store {
                 Ok(($crate::ops::turns::resume_view(rows, cp.as_ref()), cp))
             }
 
-            /// Inserts turns in order (chunked multi-row INSERTs); returns their ids in order.
-            async fn insert_turns(
+            /// Inserts turns of one workstream in order; returns their ids in order.
+            pub(crate) async fn insert_turns(
                 conn: &mut <$db as sqlx::Database>::Connection,
                 ws_id: &str,
                 turns: &[$crate::types::NewTurn],
             ) -> $crate::error::Result<Vec<i64>> {
+                let rows: Vec<(&str, &$crate::types::NewTurn)> =
+                    turns.iter().map(|t| (ws_id, t)).collect();
+                Self::insert_rows(conn, &rows)
+                    .await
+                    .map_err(|e| $crate::error::classify(e, ws_id))
+            }
+
+            /// Inserts `(workstream, turn)` rows in order (chunked multi-row
+            /// INSERTs); returns their ids in order.
+            pub(crate) async fn insert_rows(
+                conn: &mut <$db as sqlx::Database>::Connection,
+                rows: &[(&str, &$crate::types::NewTurn)],
+            ) -> std::result::Result<Vec<i64>, sqlx::Error> {
                 let now = $crate::util::now();
-                let mut ids = Vec::with_capacity(turns.len());
-                for chunk in turns.chunks(500) {
+                let mut ids = Vec::with_capacity(rows.len());
+                for chunk in rows.chunks(500) {
                     let mut qb = sqlx::QueryBuilder::<$db>::new(
                         "INSERT INTO conversations (ws_id, timestamp, role, content, tool_name, tool_call_id, tool_calls, provider_data, source, event_id, is_error, attachments, meta) ",
                     );
-                    qb.push_values(chunk, |mut b, t| {
+                    qb.push_values(chunk, |mut b, (ws_id, t)| {
                         b.push_bind(ws_id.to_string())
                             .push_bind(now.clone())
                             .push_bind(t.role.as_str())
@@ -165,16 +178,32 @@ macro_rules! impl_turn_store {
                             .push_bind(t.meta.clone());
                     });
                     qb.push(" RETURNING id");
+                    // A statement of many rows is not kept in the
+                    // connection's statement cache: each row count is a
+                    // statement of its own, and a group's (hundreds of
+                    // bound values, the FTS trigger for each row) is large.
                     let mut chunk_ids: Vec<i64> = qb
                         .build_query_scalar()
+                        .persistent(chunk.len() == 1)
                         .fetch_all(&mut *conn)
-                        .await
-                        .map_err(|e| $crate::error::classify(e, ws_id))?;
+                        .await?;
                     // Ids grow in insertion order within one statement.
                     chunk_ids.sort_unstable();
                     ids.extend(chunk_ids);
                 }
                 Ok(ids)
+            }
+
+            /// Inserts one turn inside `conn`'s transaction; returns its id.
+            pub(crate) async fn insert_one(
+                conn: &mut <$db as sqlx::Database>::Connection,
+                ws_id: &str,
+                turn: &$crate::types::NewTurn,
+            ) -> $crate::error::Result<i64> {
+                let ids = Self::insert_turns(conn, ws_id, std::slice::from_ref(turn)).await?;
+                ids.first().copied().ok_or_else(|| {
+                    $crate::error::StorageError::UnknownWorkstream(ws_id.to_string())
+                })
             }
         }
 
@@ -186,19 +215,9 @@ macro_rules! impl_turn_store {
                 turn: &$crate::types::NewTurn,
             ) -> $crate::error::Result<i64> {
                 turn.validate()?;
-                // An explicit transaction: when COMMIT answers, every other
-                // connection sees the turn. In autocommit a reader on another
-                // connection sometimes missed it: with `RETURNING` (sqlx#3430),
-                // and also with a plain `INSERT` run by `execute` (tried on
-                // 2026-12-05: `storage/tests/turns.rs` failed 5 runs in 30,
-                // against none in 30 with the transaction).
-                let mut tx = self.begin_write().await?;
-                let ids = Self::insert_turns(&mut *tx, ws_id, std::slice::from_ref(turn)).await?;
-                let id = ids.first().copied().ok_or_else(|| {
-                    $crate::error::StorageError::UnknownWorkstream(ws_id.to_string())
-                })?;
-                tx.commit().await?;
-                Ok(id)
+                // Each backend's `save_one`: SQLite commits concurrent saves
+                // together (`group_commit`), PostgreSQL one by one.
+                self.save_one(ws_id, turn).await
             }
 
             async fn save_turns(
