@@ -77,11 +77,10 @@ impl Writer {
         Ok(id)
     }
 
-    /// All of `group` in one transaction; the ids in `group`'s order.
-    async fn save_group(&self, group: &[Save]) -> Result<Vec<i64>> {
+    /// All of `group` in `tx`, committed; the ids in `group`'s order.
+    async fn save_group(&self, mut tx: WriteTx<sqlx::Sqlite>, group: &[Save]) -> Result<Vec<i64>> {
         let rows: Vec<(&str, &NewTurn)> =
             group.iter().map(|s| (s.ws_id.as_str(), &s.turn)).collect();
-        let mut tx = self.begin_write().await?;
         let ids = SqliteStore::insert_rows(&mut tx, &rows).await?;
         if ids.len() != group.len() {
             // Not expected (every row is inserted or the statement fails);
@@ -187,7 +186,19 @@ impl GroupCommit {
 
     async fn write_group(&self, group: Vec<Save>) {
         if group.len() > 1 {
-            match self.writer.save_group(&group).await {
+            let tx = match self.writer.begin_write().await {
+                Ok(tx) => tx,
+                Err(e) => {
+                    // No row is to blame (the lock stayed taken past the
+                    // wait, the store is closing): one by one, each save
+                    // would only wait again. Each gets the group's error.
+                    for save in group {
+                        let _ = save.done.send(Err(same_kind(&e)));
+                    }
+                    return;
+                }
+            };
+            match self.writer.save_group(tx, &group).await {
                 Ok(ids) => {
                     self.grouped.fetch_add(1, Ordering::Relaxed);
                     for (save, id) in group.into_iter().zip(ids) {
@@ -205,6 +216,20 @@ impl GroupCommit {
             let result = self.writer.save_single(&save.ws_id, &save.turn).await;
             let _ = save.done.send(result);
         }
+    }
+}
+
+/// An error like `e` for one more caller (a database error cannot be cloned):
+/// "busy, try again" stays so (HTTP 503), as does a closed store.
+fn same_kind(e: &StorageError) -> StorageError {
+    match e {
+        e if e.is_transient() => StorageError::Database(sqlx::Error::PoolTimedOut),
+        StorageError::Database(sqlx::Error::PoolClosed) => {
+            StorageError::Database(sqlx::Error::PoolClosed)
+        }
+        other => StorageError::Database(sqlx::Error::Protocol(format!(
+            "the write transaction could not begin: {other}"
+        ))),
     }
 }
 
@@ -378,5 +403,32 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(db.count_turns(&ws).await.unwrap(), 5);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_group_that_cannot_begin_gives_every_save_a_clear_error() {
+        let (_dir, db) = store().await;
+        let ws = workstream(&db).await;
+        let (held, first) = with_writer_waiting(&db, &ws).await;
+        let saves: Vec<_> = (0..4).map(|i| save(&db, &ws, format!("t{i}"))).collect();
+        until_pending(&db, 4).await;
+        // The store closes while the saves wait: no transaction can begin.
+        let pool = db.pool.clone();
+        let closing = tokio::spawn(async move { pool.close().await });
+        while !db.pool.is_closed() {
+            tokio::task::yield_now().await;
+        }
+        drop(held);
+        for task in std::iter::once(first).chain(saves) {
+            let (_, text, r) = tokio::time::timeout(Duration::from_secs(10), task)
+                .await
+                .unwrap_or_else(|_| panic!("a save hung on a closed store"))
+                .unwrap();
+            assert!(
+                matches!(r, Err(StorageError::Database(sqlx::Error::PoolClosed))),
+                "{text}: {r:?}"
+            );
+        }
+        closing.await.unwrap();
     }
 }
