@@ -9,7 +9,7 @@ use wasip2::http::outgoing_handler;
 use wasip2::http::types::{
     ErrorCode, Fields, IncomingBody, Method, OutgoingBody, OutgoingRequest, Scheme,
 };
-use wasip2::io::streams::{InputStream, StreamError};
+use wasip2::io::streams::{InputStream, OutputStream, StreamError};
 
 /// Why a request failed.
 #[derive(Debug)]
@@ -106,8 +106,61 @@ impl Request {
         }
     }
 
+    /// A POST request whose body is written by [`Request::send_json`].
+    pub fn post_json(url: impl Into<String>) -> Self {
+        Self::new(Method::Post, url)
+    }
+
     /// Sends the request and waits for the response head.
-    pub fn send(self) -> Result<Response, HttpError> {
+    pub fn send(mut self) -> Result<Response, HttpError> {
+        let data = self.body.take();
+        let length = data.as_ref().map(|b| b.len() as u64);
+        self.send_with(length, |out| {
+            for chunk in data.iter().flat_map(|d| d.chunks(WRITE_BYTES)) {
+                out.blocking_write_and_flush(chunk)
+                    .map_err(|e| HttpError::Transport(format!("writing body: {e:?}")))?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Sends the request with `body` as its JSON body (in place of any body
+    /// given before), and waits for the response head. The JSON is written
+    /// into the request stream as it is serialized, a few KiB at a time, so
+    /// the guest never holds the whole text: a model request is mostly tool
+    /// schemas, tens of KiB each turn, and an instance keeps its heap's
+    /// high-water mark resident until the call ends. The body goes out with
+    /// its Content-Length (measured by a first, counting pass), not chunked.
+    pub fn send_json<T: serde::Serialize + ?Sized>(self, body: &T) -> Result<Response, HttpError> {
+        let serialize = |e: serde_json::Error| HttpError::InvalidUrl(format!("request body: {e}"));
+        // One writer type for both passes: the body's serializer is
+        // instantiated once for them, not once per pass.
+        let mut counted = BodyWriter::counting();
+        serde_json::to_writer(&mut counted, body).map_err(serialize)?;
+        let length = counted.written;
+        self.send_with(Some(length), |out| {
+            let mut w = BodyWriter::into_stream(out);
+            let result = serde_json::to_writer(&mut w, body).and_then(|()| {
+                use std::io::Write;
+                w.flush().map_err(serde_json::Error::io)
+            });
+            if let Some(e) = w.failed.take() {
+                return Err(e);
+            }
+            // Serializing is deterministic, and a body that differed from
+            // its Content-Length anyway would fail in the host (wasi:http
+            // checks what is written against it), not reach the server.
+            result.map_err(serialize)
+        })
+    }
+
+    /// Sends the request with a body of `length` bytes (none if `None`)
+    /// that `write` writes into the request's body stream.
+    fn send_with(
+        self,
+        length: Option<u64>,
+        write: impl FnOnce(&OutputStream) -> Result<(), HttpError>,
+    ) -> Result<Response, HttpError> {
         config::check_http(&self.url).map_err(|e| {
             if e.detail.starts_with("invalid URL") {
                 HttpError::InvalidUrl(e.detail)
@@ -119,14 +172,13 @@ impl Request {
         let headers = Fields::new();
         // A known body goes out with Content-Length, not chunked: some servers
         // (several LLM servers among them) refuse chunked request bodies.
-        let length = self.body.as_ref().map(|b| b.len().to_string());
         let has_length = self
             .headers
             .iter()
             .any(|(k, _)| k.eq_ignore_ascii_case("content-length"));
-        if let (Some(len), false) = (&length, has_length) {
+        if let (Some(len), false) = (length, has_length) {
             headers
-                .append("content-length", len.as_bytes())
+                .append("content-length", len.to_string().as_bytes())
                 .map_err(|e| HttpError::InvalidUrl(format!("content-length: {e:?}")))?;
         }
         for (k, v) in &self.headers {
@@ -146,12 +198,7 @@ impl Request {
         let pending = outgoing_handler::handle(req, None).map_err(transport)?;
         {
             let out = body.write().map_err(|_| bad("body stream"))?;
-            if let Some(data) = &self.body {
-                for chunk in data.chunks(4096) {
-                    out.blocking_write_and_flush(chunk)
-                        .map_err(|e| HttpError::Transport(format!("writing body: {e:?}")))?;
-                }
-            }
+            write(&out)?;
         }
         OutgoingBody::finish(body, None).map_err(transport)?;
         pending.subscribe().block();
@@ -180,6 +227,73 @@ impl Request {
             _body: body,
             _response: response,
         })
+    }
+}
+
+/// Most bytes one `blocking-write-and-flush` takes (the wasi:io limit).
+const WRITE_BYTES: usize = 4096;
+
+/// Counts what is written to it and, given a request body stream, writes it
+/// there in pieces of [`WRITE_BYTES`]. A failed write is kept in `failed`, as
+/// the typed error the caller returns.
+struct BodyWriter<'a> {
+    out: Option<&'a OutputStream>,
+    buf: Vec<u8>,
+    written: u64,
+    failed: Option<HttpError>,
+}
+
+impl<'a> BodyWriter<'a> {
+    /// Only counts.
+    fn counting() -> Self {
+        Self {
+            out: None,
+            buf: Vec::new(),
+            written: 0,
+            failed: None,
+        }
+    }
+
+    /// Writes into `out`.
+    fn into_stream(out: &'a OutputStream) -> Self {
+        Self {
+            out: Some(out),
+            buf: Vec::with_capacity(WRITE_BYTES),
+            written: 0,
+            failed: None,
+        }
+    }
+
+    fn send_buffered(&mut self) -> std::io::Result<()> {
+        let Some(out) = self.out else { return Ok(()) };
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        if let Err(e) = out.blocking_write_and_flush(&self.buf) {
+            self.failed = Some(HttpError::Transport(format!("writing body: {e:?}")));
+            return Err(std::io::ErrorKind::BrokenPipe.into());
+        }
+        self.buf.clear();
+        Ok(())
+    }
+}
+
+impl std::io::Write for BodyWriter<'_> {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        if self.out.is_none() {
+            self.written += data.len() as u64;
+            return Ok(data.len());
+        }
+        let n = data.len().min(WRITE_BYTES - self.buf.len());
+        self.buf.extend(data.iter().take(n));
+        self.written += n as u64;
+        if self.buf.len() == WRITE_BYTES {
+            self.send_buffered()?;
+        }
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.send_buffered()
     }
 }
 

@@ -81,7 +81,23 @@ pub trait SseHandler {
 pub fn send_streaming(
     request: crate::http::Request,
 ) -> Result<crate::http::Response, ProviderError> {
-    let resp = request.send().map_err(http_error)?;
+    streaming_response(request.send())
+}
+
+/// [`send_streaming`] with `body` serialized as JSON straight into the
+/// request stream ([`crate::http::Request::send_json`]): the body text is
+/// never held whole in the guest's memory.
+pub fn send_streaming_json<T: serde::Serialize + ?Sized>(
+    request: crate::http::Request,
+    body: &T,
+) -> Result<crate::http::Response, ProviderError> {
+    streaming_response(request.send_json(body))
+}
+
+fn streaming_response(
+    sent: Result<crate::http::Response, crate::http::HttpError>,
+) -> Result<crate::http::Response, ProviderError> {
+    let resp = sent.map_err(http_error)?;
     if resp.status == 200 {
         return Ok(resp);
     }

@@ -6,17 +6,19 @@
 //! 500-token reply (total wall, p50/p99 time to first `content`, peak RSS,
 //! CPU per turn of the server and of this bench process, SSE frames per turn),
 //! RSS after 160 loaded workstreams (and how soon it comes back down once
-//! quiet), 1,000 concurrent streaming workstreams (peak RSS, p99 time to
+//! quiet), where the memory of 100 streams in flight goes (by region of the
+//! address space), 1,000 concurrent streaming workstreams (peak RSS, p99 time to
 //! first content, CPU per turn), 1,100 streaming turns at once on a node that admits
 //! 1,024 plugin calls (with calls beyond waiting in line, and refused at once
 //! as before admission), and SSE fan-out events/s.
 //!
 //! Run: `cargo bench -p turnstone --bench serve`. To run only some sections
 //! (for a profile), name them in `TURNSTONE_BENCH_SECTIONS`, comma-separated:
-//! `cold`, `idle`, `sequential`, `quiet`, `loaded`, `concurrent`, `thousand`, `overload`,
+//! `cold`, `idle`, `sequential`, `quiet`, `loaded`, `concurrent`, `inflight`, `thousand`, `overload`,
 //! `fanout`;
 //! `TURNSTONE_BENCH_SEQ_TURNS` sets the sequential section's turn count (60).
 
+mod smaps;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
@@ -175,13 +177,14 @@ async fn concurrent_turns(
     (ids, wall, ttfc, cpu)
 }
 
-const SECTIONS: [&str; 9] = [
+const SECTIONS: [&str; 10] = [
     "cold",
     "idle",
     "sequential",
     "quiet",
     "loaded",
     "concurrent",
+    "inflight",
     "thousand",
     "overload",
     "fanout",
@@ -222,6 +225,9 @@ async fn main() {
     }
     if runs("concurrent") {
         concurrent(args).await;
+    }
+    if runs("inflight") {
+        inflight(args).await;
     }
     if runs("thousand") {
         thousand().await;
@@ -410,6 +416,68 @@ async fn many_streams_server(n: usize, extra: &str) -> (Server, String) {
     .await;
     let tok = srv.setup_admin().await;
     (srv, tok)
+}
+
+/// Where the memory of streams in flight goes: 100 turns whose replies
+/// stream slowly (100 tokens 40 ms apart), all in flight at once, and the
+/// process's resident memory by region once every stream has shown content,
+/// against a reading just before the sends, by kind of mapping
+/// (`smaps.rs`). Per stream: the growth over 100.
+async fn inflight(args: &[&str]) {
+    let n = 100;
+    let srv = Server::start(vec![], "[server]\nmax_connections_per_ip = 0", args).await;
+    let tok = srv.setup_admin().await;
+    let words: Vec<String> = (0..100).map(|i| format!("w{i} ")).collect();
+    let reply = openai::text(&words.iter().map(String::as_str).collect::<Vec<_>>());
+    let (ids, mut streams) = ready_workstreams(&srv, &tok, n, || Step::Sse {
+        frames: reply.clone(),
+        gap: Duration::from_millis(40),
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let before = smaps::by_kind(srv.pid());
+    let rss_before = status_kb(srv.pid(), "VmRSS:");
+    join_all(ids.iter().zip(streams.iter_mut()).map(|(ws, ev)| {
+        let (srv, tok) = (&srv, tok.as_str());
+        async move {
+            srv.call(
+                "POST",
+                &format!("/v1/api/workstreams/{ws}/send"),
+                Some(tok),
+                Some(json!({"message": "go"})),
+            )
+            .await;
+            ev.until(60, |f| f.kind() == "content").await;
+        }
+    }))
+    .await;
+    let slots = srv
+        .metrics()
+        .await
+        .lines()
+        .find(|l| l.starts_with("turnstone_instance_slots{state=\"in_use\"}"))
+        .and_then(|l| l.split_whitespace().nth(1).map(str::to_string))
+        .unwrap_or_default();
+    let after = smaps::by_kind(srv.pid());
+    let rss_after = status_kb(srv.pid(), "VmRSS:");
+    // What each model call sends: the request the guest builds in its memory.
+    let request = srv
+        .llm
+        .requests()
+        .last()
+        .map_or(0, |r| r.body.to_string().len());
+    println!(
+        "{n} streams in flight ({slots} plugin instances in use; model request body {request} bytes): \
+         RSS {rss_before:.1} → {rss_after:.1} MB, {:.0} kB per stream; growth by kind of mapping:",
+        (rss_after - rss_before) * 1024.0 / n as f64
+    );
+    for (kind, kb) in smaps::growth(&before, &after) {
+        println!(
+            "  {kb:>7} kB ({:>5.1} kB per stream) {kind}",
+            kb as f64 / n as f64
+        );
+    }
+    join_all(streams.iter_mut().map(|ev| ev.turn_end())).await;
 }
 
 /// 1,000 concurrent streaming workstreams, 200 tokens each (target: peak

@@ -413,3 +413,61 @@ async fn a_provider_built_against_0_1_0_is_adapted_to_the_current_host() {
         Some("Bearer sk-scripted")
     );
 }
+
+/// A request many times the size of one body write (4 KiB), with text of
+/// more than one byte per character: each adapter serializes its body
+/// straight into the request stream, and it must arrive whole, with a
+/// Content-Length that counts its bytes (not chunked), the same JSON that
+/// `build-request` returns.
+#[tokio::test]
+async fn a_large_request_body_is_streamed_whole_with_its_length() {
+    for name in ["openai", "anthropic"] {
+        let frames = match name {
+            "openai" => openai::text(&["ok"]),
+            _ => anthropic::text(&["ok"]),
+        };
+        let llm = ScriptedLlm::start(vec![Step::Sse {
+            frames,
+            gap: Duration::ZERO,
+        }])
+        .await
+        .unwrap();
+        let p = provider(name, llm.port()).await;
+        let base = match name {
+            "openai" => format!("{}/v1", llm.base_url()),
+            _ => llm.base_url(),
+        };
+        let mut req = request(name, base, "m");
+        req.tools = (0..60)
+            .map(|i| wit::ToolDefinition {
+                name: format!("tool_{i}"),
+                description: format!("Prüft „{i}“ — ünïcödé in every description ✓"),
+                parameters: format!(
+                    r#"{{"type":"object","properties":{{"path":{{"type":"string","description":"Pfad Nr. {i} – {}"}}}},"required":["path"]}}"#,
+                    "ä".repeat(100)
+                ),
+                defer_loading: false,
+            })
+            .collect();
+        let expected: serde_json::Value =
+            serde_json::from_str(&p.provider_build_request(&req).await.unwrap().unwrap()).unwrap();
+        let expected_len = serde_json::to_string(&expected).unwrap().len();
+        assert!(expected_len > 5 * 4096, "{name}: {expected_len} bytes");
+        let (ev, r) = complete(&p, &req).await;
+        r.unwrap_or_else(|e| panic!("{name}: {e:?}"));
+        assert_eq!(*ev.text.lock().unwrap(), "ok", "{name}");
+        let reqs = llm.requests();
+        assert_eq!(reqs.len(), 1, "{name}");
+        assert_eq!(reqs[0].header("transfer-encoding"), None, "{name}");
+        // The scripted server reads exactly Content-Length bytes: a count
+        // short of the body leaves JSON that does not parse (Null here).
+        assert_eq!(reqs[0].body, expected, "{name}: the body arrived whole");
+        let announced: usize = reqs[0]
+            .header("content-length")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{name}: no content-length"));
+        // serde_json writes compact JSON, so the announced length is the
+        // expected document's own compact length.
+        assert_eq!(announced, expected_len, "{name}");
+    }
+}

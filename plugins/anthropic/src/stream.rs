@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use turnstone_plugin_sdk::http::Request;
 use turnstone_plugin_sdk::provider::{
     CompletionRequest, DeltaBatch, FinishReason, ProviderError, ServerError, SseHandler,
-    StreamEvent, ToolCallDelta, Usage, drive_sse, emit, send_streaming,
+    StreamEvent, ToolCallDelta, Usage, drive_sse, emit, send_streaming_json,
 };
 
 /// The Messages API version header value.
@@ -250,11 +250,11 @@ fn append(block: &mut Value, key: &str, text: &str) {
 
 /// Sends the request and streams its events to the host.
 pub fn complete(req: &CompletionRequest) -> Result<(), ProviderError> {
-    let body = messages_body(req)?.to_json()?;
+    let body = messages_body(req)?;
     // The base URL is the server root; tolerate a pasted trailing /v1.
     let base = req.base_url.trim_end_matches('/').trim_end_matches("/v1");
     let url = format!("{base}/v1/messages");
-    let plain = Request::post(url, body)
+    let plain = Request::post_json(url)
         .header("content-type", "application/json")
         .header("accept", "text/event-stream")
         .header("anthropic-version", API_VERSION);
@@ -263,7 +263,8 @@ pub fn complete(req: &CompletionRequest) -> Result<(), ProviderError> {
         // Local compatible servers may run without a key.
         Err(_) => plain,
     };
-    let mut resp = send_streaming(request)?;
+    // Written into the request stream as it is serialized, never whole.
+    let mut resp = send_streaming_json(request, &body)?;
     let mut sink = |ev: StreamEvent| emit(&ev);
     drive_sse(&mut resp, &mut MessagesStream::new(&mut sink))
 }

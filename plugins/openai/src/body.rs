@@ -159,6 +159,12 @@ pub enum Api {
 
 /// The body's JSON text for whichever API serves `req`.
 pub fn request_body(req: &CompletionRequest) -> Result<(Api, String), ProviderError> {
+    let (api, body) = request_body_of(req)?;
+    Ok((api, body.to_json()?))
+}
+
+/// The body for whichever API serves `req`, to be serialized.
+pub fn request_body_of(req: &CompletionRequest) -> Result<(Api, Body<'_>), ProviderError> {
     let caps = overrides(req)?;
     if crate::responses::uses_responses(req, &caps) {
         if req.model.is_empty() {
@@ -166,10 +172,10 @@ pub fn request_body(req: &CompletionRequest) -> Result<(Api, String), ProviderEr
         }
         Ok((
             Api::Responses,
-            crate::responses::responses_body(req, &caps)?.to_json()?,
+            crate::responses::responses_body(req, &caps)?,
         ))
     } else {
-        Ok((Api::Chat, chat_body(req)?.to_json()?))
+        Ok((Api::Chat, chat_body(req)?))
     }
 }
 

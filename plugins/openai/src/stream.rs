@@ -1,6 +1,6 @@
 //! Sending a Chat Completions request and turning its SSE stream into events.
 
-use crate::body::{Api, request_body};
+use crate::body::{Api, request_body_of};
 use crate::chunk::Chunk;
 use crate::responses::ResponsesStream;
 #[cfg(test)]
@@ -12,7 +12,7 @@ use turnstone_plugin_sdk::provider::{
     CompletionRequest, DeltaBatch, FinishReason, ProviderError, ServerError, StreamEvent,
     ToolCallDelta, Usage, emit,
 };
-use turnstone_plugin_sdk::provider::{SseHandler, drive_sse, send_streaming};
+use turnstone_plugin_sdk::provider::{SseHandler, drive_sse, send_streaming_json};
 
 /// Parses one stream's events; `sink` returns false to stop.
 pub struct ChatStream<'a> {
@@ -153,18 +153,19 @@ impl<'a> ChatStream<'a> {
 
 /// Sends the request and streams its events to the host.
 pub fn complete(req: &CompletionRequest) -> Result<(), ProviderError> {
-    let (api, body) = request_body(req)?;
+    let (api, body) = request_body_of(req)?;
     let path = match api {
         Api::Chat => "chat/completions",
         Api::Responses => "responses",
     };
     let url = format!("{}/{path}", req.base_url.trim_end_matches('/'));
-    let base = Request::post(url, body)
+    let base = Request::post_json(url)
         .header("content-type", "application/json")
         .header("accept", "text/event-stream");
     // Local servers often run without a key: no granted key, no header.
     let request = base.bearer_secret_if_granted("api_key");
-    let mut resp = send_streaming(request)?;
+    // Written into the request stream as it is serialized, never whole.
+    let mut resp = send_streaming_json(request, &body)?;
     let mut sink = |ev: StreamEvent| emit(&ev);
     match api {
         Api::Chat => drive_sse(&mut resp, &mut ChatStream::new(&mut sink)),
