@@ -106,7 +106,9 @@ impl Request {
         }
     }
 
-    /// A POST request whose body is written by [`Request::send_json`].
+    /// A POST request whose body is written by [`Request::send_json`] (sent
+    /// with [`Request::send`], it would go out with an empty body of
+    /// unknown length, chunked).
     pub fn post_json(url: impl Into<String>) -> Self {
         Self::new(Method::Post, url)
     }
@@ -130,7 +132,9 @@ impl Request {
     /// the guest never holds the whole text: a model request is mostly tool
     /// schemas, tens of KiB each turn, and an instance keeps its heap's
     /// high-water mark resident until the call ends. The body goes out with
-    /// its Content-Length (measured by a first, counting pass), not chunked.
+    /// its Content-Length (measured by a first, counting pass), not chunked,
+    /// so `body` must serialize to the same bytes twice (as serde_json does
+    /// for any value; a body that did not would fail in the host).
     pub fn send_json<T: serde::Serialize + ?Sized>(self, body: &T) -> Result<Response, HttpError> {
         let serialize = |e: serde_json::Error| HttpError::InvalidUrl(format!("request body: {e}"));
         // One writer type for both passes: the body's serializer is
@@ -139,7 +143,7 @@ impl Request {
         serde_json::to_writer(&mut counted, body).map_err(serialize)?;
         let length = counted.written;
         self.send_with(Some(length), |out| {
-            let mut w = BodyWriter::into_stream(out);
+            let mut w = BodyWriter::streaming(out);
             let result = serde_json::to_writer(&mut w, body).and_then(|()| {
                 use std::io::Write;
                 w.flush().map_err(serde_json::Error::io)
@@ -255,7 +259,7 @@ impl<'a> BodyWriter<'a> {
     }
 
     /// Writes into `out`.
-    fn into_stream(out: &'a OutputStream) -> Self {
+    fn streaming(out: &'a OutputStream) -> Self {
         Self {
             out: Some(out),
             buf: Vec::with_capacity(WRITE_BYTES),
@@ -285,6 +289,8 @@ impl std::io::Write for BodyWriter<'_> {
             return Ok(data.len());
         }
         let n = data.len().min(WRITE_BYTES - self.buf.len());
+        // Not `&data[..n]`: its bounds check would add a panic location to
+        // every component's data image.
         self.buf.extend(data.iter().take(n));
         self.written += n as u64;
         if self.buf.len() == WRITE_BYTES {

@@ -140,7 +140,10 @@ fn manifest_field(text: &str, key: &str) -> Option<String> {
 /// the component's linear memory image, and every instance maps the image
 /// and faults its pages in, so a few hundred bytes less can be a page less
 /// per instance (the openai adapter's 57.4 KB image came back under 14
-/// pages); and no build machine's paths ship inside a component.
+/// pages); and no build machine's paths ship inside a component. Set in
+/// the environment, these flags replace any `rustflags` from cargo config
+/// files for the guest builds (cargo reads one source), so a flag meant for
+/// guests goes in `RUSTFLAGS`.
 fn guest_rustflags(root: &Path) -> String {
     let mut flags: Vec<String> = match std::env::var("CARGO_ENCODED_RUSTFLAGS") {
         Ok(encoded) => encoded
@@ -158,11 +161,11 @@ fn guest_rustflags(root: &Path) -> String {
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")));
     if let Some(Ok(registries)) = cargo_home.map(|h| std::fs::read_dir(h.join("registry/src"))) {
-        for dir in registries.flatten() {
-            flags.push(format!(
-                "--remap-path-prefix={}=/crates",
-                dir.path().display()
-            ));
+        // Sorted: flags in another order would rebuild every guest.
+        let mut dirs: Vec<PathBuf> = registries.flatten().map(|d| d.path()).collect();
+        dirs.sort();
+        for dir in dirs {
+            flags.push(format!("--remap-path-prefix={}=/crates", dir.display()));
         }
     }
     flags.push(format!("--remap-path-prefix={}=", root.display()));

@@ -18,6 +18,7 @@
 //! `fanout`;
 //! `TURNSTONE_BENCH_SEQ_TURNS` sets the sequential section's turn count (60).
 
+#[path = "support/smaps.rs"]
 mod smaps;
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -422,7 +423,7 @@ async fn many_streams_server(n: usize, extra: &str) -> (Server, String) {
 /// stream slowly (100 tokens 40 ms apart), all in flight at once, and the
 /// process's resident memory by region once every stream has shown content,
 /// against a reading just before the sends, by kind of mapping
-/// (`smaps.rs`). Per stream: the growth over 100.
+/// (`support/smaps.rs`). Per stream: the growth over 100.
 async fn inflight(args: &[&str]) {
     let n = 100;
     let srv = Server::start(vec![], "[server]\nmax_connections_per_ip = 0", args).await;

@@ -10,12 +10,14 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// Built from `plugins/word_count` (into the target directory `cargo xtask
-/// build-components` uses, so the SDK is not compiled twice).
+/// Built from `plugins/word_count`, with the kit's plain `cargo build`, into
+/// a target directory of its own: `cargo xtask build` builds guests with
+/// remapped source paths, and other flags in its `target/wasm` would make
+/// each build undo the other's.
 fn word_count() -> turnstone_plugin_test::Builder {
     TestPlugin::build_in(
         root().join("plugins/word_count"),
-        root().join("target/wasm"),
+        root().join("target/wasm-kit"),
     )
     .expect("building word_count")
 }

@@ -11,6 +11,8 @@ use std::collections::BTreeMap;
 /// One mapping.
 #[derive(Debug, Clone)]
 struct Vma {
+    start: u64,
+    end: u64,
     size: u64,
     perms: String,
     /// A file path, `[heap]`, `[stack]`, or empty (anonymous).
@@ -40,9 +42,13 @@ fn read(pid: u32) -> Vec<Vma> {
             && let (Ok(start), Ok(end)) = (u64::from_str_radix(a, 16), u64::from_str_radix(b, 16))
         {
             let perms = parts.next().unwrap_or("").to_string();
-            // Then offset, device, inode, and the name, if any.
-            let name = parts.nth(3).unwrap_or("").to_string();
+            // Then offset, device, inode, and the name (which may hold
+            // spaces), if any.
+            let _ = parts.nth(2);
+            let name = parts.collect::<Vec<_>>().join(" ");
             out.push(Vma {
+                start,
+                end,
                 size: end - start,
                 perms,
                 name,
@@ -59,7 +65,9 @@ fn read(pid: u32) -> Vec<Vma> {
 
 fn kind(prev: Option<&Vma>, v: &Vma) -> &'static str {
     const GIB: u64 = 1 << 30;
-    let image = |v: &Vma| v.name.ends_with(".cwasm");
+    // A component loaded from its `.cwasm` maps the image from that file;
+    // one compiled in-process, from a memfd.
+    let image = |v: &Vma| v.name.ends_with(".cwasm") || v.name.contains("wasm-memory-image");
     if image(v) {
         return if v.perms.starts_with("rw") {
             KINDS[1]
@@ -67,6 +75,8 @@ fn kind(prev: Option<&Vma>, v: &Vma) -> &'static str {
             KINDS[2]
         };
     }
+    // Only the mapping right below counts as a neighbour.
+    let prev = prev.filter(|p| p.end == v.start);
     match v.name.as_str() {
         "[heap]" => return KINDS[4],
         n if n.starts_with('/') => return KINDS[6],
@@ -78,12 +88,13 @@ fn kind(prev: Option<&Vma>, v: &Vma) -> &'static str {
     }
     match prev {
         Some(p) if image(p) && p.perms.starts_with("rw") => KINDS[0],
-        // A slot's guard: between slots, not the pool reservation's edge
-        // (after which anything may be mapped).
+        // A slot's guard: between slots (or the pool's leading guard, 32
+        // MiB), not the pool reservation's whole unused tail, after which
+        // anything may be mapped.
         Some(p)
             if p.name.is_empty()
                 && p.perms.starts_with("---")
-                && (GIB..=64 * GIB).contains(&p.size) =>
+                && (p.size == 32 << 20 || (GIB..=64 * GIB).contains(&p.size)) =>
         {
             KINDS[0]
         }
