@@ -77,6 +77,17 @@ impl BurstCpu {
     }
 }
 
+/// Sends "go" to workstream `ws`.
+async fn send_go(srv: &Server, tok: &str, ws: &str) {
+    srv.call(
+        "POST",
+        &format!("/v1/api/workstreams/{ws}/send"),
+        Some(tok),
+        Some(json!({"message": "go"})),
+    )
+    .await;
+}
+
 fn reply_500() -> Vec<String> {
     let words: Vec<String> = (0..500).map(|i| format!("w{i} ")).collect();
     let refs: Vec<&str> = words.iter().map(String::as_str).collect();
@@ -91,13 +102,7 @@ async fn one_turn(srv: &Server, tok: &str, ws: &str) -> (f64, f64) {
         ev.next(10).await;
     }
     let t = Instant::now();
-    srv.call(
-        "POST",
-        &format!("/v1/api/workstreams/{ws}/send"),
-        Some(tok),
-        Some(json!({"message": "go"})),
-    )
-    .await;
+    send_go(srv, tok, ws).await;
     let first = ev.until(60, |f| f.kind() == "content").await;
     let ttfc = t.elapsed().as_secs_f64() * 1000.0;
     let _ = first;
@@ -153,13 +158,7 @@ async fn concurrent_turns(
             .zip(streams.iter_mut())
             .map(|(ws, ev)| async move {
                 let sent = Instant::now();
-                srv.call(
-                    "POST",
-                    &format!("/v1/api/workstreams/{ws}/send"),
-                    Some(tok),
-                    Some(json!({"message": "go"})),
-                )
-                .await;
+                send_go(srv, tok, ws).await;
                 ev.until(120, |f| f.kind() == "content").await;
                 let ttfc = sent.elapsed().as_secs_f64() * 1000.0;
                 ev.turn_end().await;
@@ -441,13 +440,7 @@ async fn inflight(args: &[&str]) {
     join_all(ids.iter().zip(streams.iter_mut()).map(|(ws, ev)| {
         let (srv, tok) = (&srv, tok.as_str());
         async move {
-            srv.call(
-                "POST",
-                &format!("/v1/api/workstreams/{ws}/send"),
-                Some(tok),
-                Some(json!({"message": "go"})),
-            )
-            .await;
+            send_go(srv, tok, ws).await;
             ev.until(60, |f| f.kind() == "content").await;
         }
     }))
@@ -529,13 +522,7 @@ async fn overload() {
             let tok = tok.as_str();
             let srv = &srv;
             async move {
-                srv.call(
-                    "POST",
-                    &format!("/v1/api/workstreams/{ws}/send"),
-                    Some(tok),
-                    Some(json!({"message": "go"})),
-                )
-                .await;
+                send_go(srv, tok, ws).await;
                 ev.turn_end().await.data["state"] == "idle"
             }
         }))
@@ -568,13 +555,7 @@ async fn fanout(args: &[&str]) {
     }
     srv.llm.push(sse(reply_500()));
     let t = Instant::now();
-    srv.call(
-        "POST",
-        &format!("/v1/api/workstreams/{ws}/send"),
-        Some(&tok),
-        Some(json!({"message": "go"})),
-    )
-    .await;
+    send_go(&srv, &tok, &ws).await;
     let counts = join_all(subs.iter_mut().map(|e| async move {
         e.turn_end().await;
         e.seen.len()
