@@ -32,18 +32,35 @@ pub enum Replay {
     },
 }
 
-/// Slots of the live channel. It only has to absorb bursts between a
-/// subscriber's polls; a subscriber that falls further behind resyncs from
-/// the ring.
-const LIVE_SLOTS: usize = 256;
+/// Slots of the live channel. It only has to absorb what is published
+/// between two polls of a subscriber; one that falls further behind resyncs
+/// from the ring, losing nothing the ring still holds. Each workstream
+/// someone watches holds these slots: 256 were about 12 KiB, 32 are 1.5 KiB.
+const LIVE_SLOTS: usize = 32;
+
+/// How far behind a subscriber may fall without losing events, whatever the
+/// ring's size: the live channel and the ring together cover at least this
+/// much. With a ring this long or longer the ring covers it, so the channel
+/// can be short; a shorter ring (`[server] event_ring` may be as small as 16)
+/// keeps a channel this long, as every ring had before.
+const LAG_COVERED: usize = 256;
+
+/// The live channel's slots for a ring of `ring` events.
+fn live_slots(ring: usize) -> usize {
+    if ring >= LAG_COVERED {
+        LIVE_SLOTS
+    } else {
+        LAG_COVERED
+    }
+}
 
 struct Inner {
     next_id: u64,
     ring: VecDeque<Numbered>,
     cap: usize,
     /// The live channel, while anyone listens. Its slots are allocated up
-    /// front (about 12 KiB), so a workstream nobody watches (loaded for a
-    /// channel, a sub-agent, or after its clients left) holds none.
+    /// front, so a workstream nobody watches (loaded for a channel, a
+    /// sub-agent, or after its clients left) holds none.
     tx: Option<broadcast::Sender<Numbered>>,
 }
 
@@ -100,8 +117,9 @@ impl EventHub {
     /// Subscribes; with a cursor, also returns the events after it.
     pub fn subscribe(&self, after: Option<u64>) -> (Replay, broadcast::Receiver<Numbered>) {
         let mut g = self.lock();
+        let slots = live_slots(g.cap);
         let rx =
-            g.tx.get_or_insert_with(|| broadcast::channel(LIVE_SLOTS).0)
+            g.tx.get_or_insert_with(|| broadcast::channel(slots).0)
                 .subscribe();
         let Some(after) = after else {
             return (Replay::Fresh, rx);
@@ -178,6 +196,60 @@ mod tests {
         assert_eq!(v.len(), 1);
         assert_eq!(rx.recv().await.unwrap().id, 2);
         assert!(rx.try_recv().is_err());
+    }
+
+    /// Everything `rx` holds now, in order; a lag is an error here.
+    fn drain(rx: &mut broadcast::Receiver<Numbered>) -> Vec<u64> {
+        let mut ids = Vec::new();
+        loop {
+            match rx.try_recv() {
+                Ok(n) => ids.push(n.id),
+                Err(broadcast::error::TryRecvError::Empty) => return ids,
+                Err(e) => panic!("{e:?}"),
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_subscriber_that_falls_behind_the_live_channel_resyncs_from_the_ring() {
+        let hub = EventHub::new(DEFAULT_RING, 0);
+        let (_, mut rx) = hub.subscribe(None);
+        let sent = LIVE_SLOTS as u64 * 3;
+        for i in 1..=sent {
+            hub.publish(&json!({"n": i}));
+        }
+        // The receiver lost its place in the channel ...
+        let Err(broadcast::error::RecvError::Lagged(_)) = rx.recv().await else {
+            panic!("a receiver {sent} events behind a {LIVE_SLOTS}-slot channel lags");
+        };
+        // ... and what it missed comes from the ring, in order, complete.
+        let missed = hub.since(0).expect("the ring covers the gap");
+        assert_eq!(
+            missed.iter().map(|n| n.id).collect::<Vec<_>>(),
+            (1..=sent).collect::<Vec<_>>()
+        );
+        assert_eq!(&*missed[0].json, r#"{"n":1}"#);
+        // The channel goes on with the newest events it kept, then what follows.
+        let kept = drain(&mut rx);
+        assert_eq!(kept.last(), Some(&sent));
+        assert!(kept.len() <= LIVE_SLOTS);
+        hub.publish(&json!({"n": sent + 1}));
+        assert_eq!(drain(&mut rx), [sent + 1]);
+    }
+
+    #[tokio::test]
+    async fn with_a_short_ring_the_channel_still_absorbs_what_it_used_to() {
+        // A ring shorter than LAG_COVERED cannot resync a long lag, so its
+        // channel keeps LAG_COVERED slots: a subscriber that far behind has
+        // lost nothing.
+        let hub = EventHub::new(16, 0);
+        let (_, mut rx) = hub.subscribe(None);
+        let sent = LAG_COVERED as u64;
+        for i in 1..=sent {
+            hub.publish(&json!({"n": i}));
+        }
+        assert_eq!(drain(&mut rx), (1..=sent).collect::<Vec<_>>());
+        assert!(hub.since(0).is_err(), "the ring alone no longer covers it");
     }
 
     #[tokio::test]

@@ -23,7 +23,14 @@ impl Provider for Anthropic {
     }
 
     fn complete(request: &CompletionRequest) -> Result<(), ProviderError> {
-        stream::complete(request)
+        stream::read(&mut stream::send(request)?)
+    }
+
+    fn complete_owned(request: CompletionRequest) -> Result<(), ProviderError> {
+        let mut resp = stream::send(&request)?;
+        // The request and its body are freed before the response is read.
+        drop(request);
+        stream::read(&mut resp)
     }
 
     /// A self-hosted Messages server (vLLM's `/v1/messages`) also serves

@@ -4,7 +4,7 @@
 
 use crate::body::messages_body;
 use serde_json::{Value, json};
-use turnstone_plugin_sdk::http::Request;
+use turnstone_plugin_sdk::http::{Request, Response};
 use turnstone_plugin_sdk::provider::{
     CompletionRequest, DeltaBatch, FinishReason, ProviderError, ServerError, SseHandler,
     StreamEvent, ToolCallDelta, Usage, drive_sse, emit, send_streaming_json,
@@ -248,8 +248,9 @@ fn append(block: &mut Value, key: &str, text: &str) {
     block[key] = json!(cur + text);
 }
 
-/// Sends the request and streams its events to the host.
-pub fn complete(req: &CompletionRequest) -> Result<(), ProviderError> {
+/// Sends the request and waits for the response's head; the body is freed
+/// on return.
+pub fn send(req: &CompletionRequest) -> Result<Response, ProviderError> {
     let body = messages_body(req)?;
     // The base URL is the server root; tolerate a pasted trailing /v1.
     let base = req.base_url.trim_end_matches('/').trim_end_matches("/v1");
@@ -264,9 +265,13 @@ pub fn complete(req: &CompletionRequest) -> Result<(), ProviderError> {
         Err(_) => plain,
     };
     // Written into the request stream as it is serialized, never whole.
-    let mut resp = send_streaming_json(request, &body)?;
+    send_streaming_json(request, &body)
+}
+
+/// Streams the response's events to the host.
+pub fn read(resp: &mut Response) -> Result<(), ProviderError> {
     let mut sink = |ev: StreamEvent| emit(&ev);
-    drive_sse(&mut resp, &mut MessagesStream::new(&mut sink))
+    drive_sse(resp, &mut MessagesStream::new(&mut sink))
 }
 
 impl SseHandler for MessagesStream<'_> {

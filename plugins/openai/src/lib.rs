@@ -26,7 +26,15 @@ impl Provider for OpenAi {
     }
 
     fn complete(request: &CompletionRequest) -> Result<(), ProviderError> {
-        stream::complete(request)
+        let (api, mut resp) = stream::send(request)?;
+        stream::read(api, &mut resp)
+    }
+
+    fn complete_owned(request: CompletionRequest) -> Result<(), ProviderError> {
+        let (api, mut resp) = stream::send(&request)?;
+        // The request and its body are freed before the response is read.
+        drop(request);
+        stream::read(api, &mut resp)
     }
 
     /// A self-hosted server (vLLM, SGLang, llama.cpp) says how long a context

@@ -7,7 +7,7 @@ use crate::responses::ResponsesStream;
 use crate::sse::SseDecoder;
 use crate::sse::ThinkSplitter;
 use serde_json::Value;
-use turnstone_plugin_sdk::http::Request;
+use turnstone_plugin_sdk::http::{Request, Response};
 use turnstone_plugin_sdk::provider::{
     CompletionRequest, DeltaBatch, FinishReason, ProviderError, ServerError, StreamEvent,
     ToolCallDelta, Usage, emit,
@@ -151,8 +151,9 @@ impl<'a> ChatStream<'a> {
     }
 }
 
-/// Sends the request and streams its events to the host.
-pub fn complete(req: &CompletionRequest) -> Result<(), ProviderError> {
+/// Sends the request and waits for the response's head; the body is freed
+/// on return.
+pub fn send(req: &CompletionRequest) -> Result<(Api, Response), ProviderError> {
     let (api, body) = request_body_of(req)?;
     let path = match api {
         Api::Chat => "chat/completions",
@@ -165,11 +166,15 @@ pub fn complete(req: &CompletionRequest) -> Result<(), ProviderError> {
     // Local servers often run without a key: no granted key, no header.
     let request = base.bearer_secret_if_granted("api_key");
     // Written into the request stream as it is serialized, never whole.
-    let mut resp = send_streaming_json(request, &body)?;
+    Ok((api, send_streaming_json(request, &body)?))
+}
+
+/// Streams the response's events to the host.
+pub fn read(api: Api, resp: &mut Response) -> Result<(), ProviderError> {
     let mut sink = |ev: StreamEvent| emit(&ev);
     match api {
-        Api::Chat => drive_sse(&mut resp, &mut ChatStream::new(&mut sink)),
-        Api::Responses => drive_sse(&mut resp, &mut ResponsesStream::new(&mut sink)),
+        Api::Chat => drive_sse(resp, &mut ChatStream::new(&mut sink)),
+        Api::Responses => drive_sse(resp, &mut ResponsesStream::new(&mut sink)),
     }
 }
 
