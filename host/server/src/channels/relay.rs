@@ -135,8 +135,19 @@ async fn run(
                 continue;
             }
             Some(Ok(n)) => vec![n],
-            // Fell behind the live channel: the ring still has the events.
-            Some(Err(RecvError::Lagged(_))) => ws.core.hub.since(last_id).unwrap_or_default(),
+            // Fell behind the live channel: the ring still has the events,
+            // unless the relay fell further behind than the ring reaches.
+            Some(Err(RecvError::Lagged(_))) => match ws.core.hub.since(last_id) {
+                Ok(events) => events,
+                Err(lost) => {
+                    tracing::warn!(
+                        ws_id = %ws.core.ws_id,
+                        lost,
+                        "channel relay fell behind the replay ring; these events are not relayed"
+                    );
+                    Vec::new()
+                }
+            },
             Some(Err(RecvError::Closed)) => break,
         };
         let mut closed = false;
