@@ -2,8 +2,10 @@
 //! slow clients (half a request head, a declared body never sent, idle
 //! connections) are closed while normal clients from another address are
 //! served; a flood of wrong-password logins is throttled before any hashing
-//! and leaves `/health` and a running turn working; and the API answers
-//! without revealing other users' workstreams.
+//! and leaves `/health` and a running turn working; the API answers
+//! without revealing other users' workstreams; and an event stream whose
+//! client stops reading catches up from the replay ring, or is told exactly
+//! how many events it lost.
 
 mod support;
 
@@ -402,4 +404,301 @@ async fn other_users_workstreams_stay_invisible_and_bodies_are_sized() {
         let (s, v) = srv.call(method, &path, Some(&bob), body).await;
         assert_eq!(s, 404, "{method} {path}: {v}");
     }
+}
+
+/// Replies that fill the stalled connection first: 16 tokens of 64 KiB,
+/// 1 MiB a turn in about 25 events, until the server's send buffer for the
+/// connection stops growing (2.8 MB here, `net.ipv4.tcp_wmem`); a turn more
+/// fills hyper's write queue too (about 400 KiB).
+const FILL_TOKENS: usize = 16;
+/// Fill turns at most before the test gives up on the send buffer filling.
+const MAX_FILL_TURNS: usize = 12;
+/// Then short turns, about 8 events each: 400 events that can only wait in
+/// the live channel, more than a short ring's 256 slots.
+const SHORT_TURNS: usize = 50;
+
+/// Opens `path` as an event stream on a raw connection with a 4 KiB receive
+/// buffer and reads only the response head: the server's writes back up as
+/// soon as the socket is full, and its subscriber falls behind.
+async fn stalled_subscriber(srv: &Server, token: &str, path: &str) -> tokio::net::TcpStream {
+    let sock = tokio::net::TcpSocket::new_v4().unwrap();
+    sock.set_recv_buffer_size(4096).unwrap();
+    let mut s = sock.connect(addr(srv)).await.unwrap();
+    let req = format!(
+        "GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nAccept: text/event-stream\r\n\r\n"
+    );
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        assert_eq!(s.read(&mut byte).await.unwrap(), 1, "closed in the head");
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&head);
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("transfer-encoding: chunked"),
+        "{head}"
+    );
+    s
+}
+
+/// Bytes waiting in the server's send buffer on the connection whose client
+/// end is `client` (`/proc/net/tcp`, `tx_queue`).
+fn server_send_queue(srv: &Server, client: SocketAddr) -> u64 {
+    let hex = |a: SocketAddr| match a {
+        SocketAddr::V4(v4) => format!(
+            "{:08X}:{:04X}",
+            u32::from_le_bytes(v4.ip().octets()),
+            v4.port()
+        ),
+        SocketAddr::V6(_) => unreachable!("the test connects over IPv4"),
+    };
+    let (local, remote) = (hex(addr(srv)), hex(client));
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
+    table
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|f| f.len() > 4 && f[1] == local && f[2] == remote)
+        .and_then(|f| u64::from_str_radix(f[4].split(':').next()?, 16).ok())
+        .unwrap_or(0)
+}
+
+/// An SSE frame: its `id` and its `data`.
+type Sse = (Option<u64>, serde_json::Value);
+
+/// The SSE frames in a chunked body read so far; a frame cut off at the end
+/// is left out.
+fn sse_frames(raw: &[u8]) -> Vec<Sse> {
+    let mut body = Vec::new();
+    let mut rest = raw;
+    while let Some(eol) = rest.windows(2).position(|w| w == b"\r\n") {
+        let line = std::str::from_utf8(&rest[..eol]).unwrap();
+        let size = usize::from_str_radix(line.trim(), 16)
+            .unwrap_or_else(|e| panic!("bad chunk size line {line:?}: {e}"));
+        let start = eol + 2;
+        if rest.len() < start + size + 2 {
+            break;
+        }
+        body.extend_from_slice(&rest[start..start + size]);
+        rest = &rest[start + size + 2..];
+    }
+    let text = String::from_utf8(body).unwrap();
+    let mut blocks: Vec<&str> = text.split("\n\n").collect();
+    blocks.pop(); // after the last "\n\n": an unfinished frame or nothing
+    let mut frames = Vec::new();
+    for block in blocks {
+        let mut id = None;
+        for line in block.lines() {
+            if let Some(v) = line.strip_prefix("id: ") {
+                id = Some(v.parse().unwrap());
+            } else if let Some(v) = line.strip_prefix("data: ") {
+                frames.push((id, serde_json::from_str(v).unwrap()));
+            }
+        }
+    }
+    frames
+}
+
+/// A fill turn's reply.
+fn fill_reply(i: usize) -> Vec<String> {
+    (0..FILL_TOKENS)
+        .map(|k| format!("<fill {i}.{k}>{}", "x".repeat(64 * 1024)))
+        .collect()
+}
+
+/// What a stalled subscriber and a reading one saw of the same turns.
+struct Lag {
+    /// The stalled subscriber's frames, once it read again.
+    stalled: Vec<Sse>,
+    /// The numbered frames of a subscriber that read all along.
+    live: Vec<(u64, serde_json::Value)>,
+    /// Turns run (fill and short).
+    turns: usize,
+    /// The server's counts of lagging workstream subscribers.
+    resynced: u64,
+    truncated: u64,
+}
+
+/// Runs the turns on `ws` while a stalled subscriber of `path` reads
+/// nothing, then reads that subscriber until the last turn's end.
+async fn turns_past_a_stalled_subscriber(srv: &Server, admin: &str, ws: &str, path: &str) -> Lag {
+    let mut stalled = stalled_subscriber(srv, admin, path).await;
+    let mut reader = srv.events(path, admin, None).await;
+    let turn = |i: usize, reply: Vec<String>| async move {
+        let parts: Vec<&str> = reply.iter().map(String::as_str).collect();
+        srv.llm.push(sse(openai::text(&parts)));
+        let (s, v) = srv
+            .call(
+                "POST",
+                &format!("/v1/api/workstreams/{ws}/send"),
+                Some(admin),
+                Some(json!({"message": format!("turn {i}")})),
+            )
+            .await;
+        assert_eq!(s, 200, "{v}");
+    };
+    let client = stalled.local_addr().unwrap();
+    let mut turns = 0;
+    let mut queued = 0;
+    loop {
+        turn(turns, fill_reply(turns)).await;
+        reader.turn_end().await;
+        turns += 1;
+        let now = server_send_queue(srv, client);
+        if now > 0 && now == queued {
+            break;
+        }
+        queued = now;
+        assert!(
+            turns < MAX_FILL_TURNS,
+            "the send buffer still grows: {now} bytes"
+        );
+    }
+    for k in 0..SHORT_TURNS {
+        turn(turns, vec![format!("<short {k}>")]).await;
+        reader.turn_end().await;
+        turns += 1;
+    }
+    let last = format!("<short {}>", SHORT_TURNS - 1);
+    let mut raw = Vec::new();
+    let mut seen_last = false;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let mut chunk = vec![0u8; 1 << 16];
+    let stalled_frames = loop {
+        let n = tokio::time::timeout_at(deadline, stalled.read(&mut chunk))
+            .await
+            .unwrap_or_else(|_| panic!("the last turn's end not seen within 60 s"))
+            .unwrap();
+        assert!(n > 0, "the server closed the stream");
+        // Only the new bytes (and a marker's length before them) can hold
+        // the last reply's text for the first time.
+        let from = raw.len().saturating_sub(last.len());
+        raw.extend_from_slice(&chunk[..n]);
+        seen_last = seen_last
+            || raw[from..]
+                .windows(last.len())
+                .any(|w| w == last.as_bytes());
+        if !seen_last || !raw.ends_with(b"\n\n\r\n") {
+            continue;
+        }
+        let frames = sse_frames(&raw);
+        let ended = frames
+            .iter()
+            .skip_while(|(_, d)| d["text"] != last.as_str())
+            .any(|(_, d)| d["type"] == "ws_state");
+        if ended {
+            break frames;
+        }
+    };
+    let metrics = srv.metrics().await;
+    let counter = |outcome: &str| {
+        let key =
+            format!("turnstone_sse_lag_total{{stream=\"workstream\",outcome=\"{outcome}\"}} ");
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(key.as_str()))
+            .unwrap_or_else(|| panic!("no {key} in {metrics}"))
+            .parse::<u64>()
+            .unwrap()
+    };
+    let live = reader
+        .seen
+        .iter()
+        .filter_map(|f| Some((f.id.as_deref()?.parse().unwrap(), f.data.clone())))
+        .collect();
+    Lag {
+        stalled: stalled_frames,
+        live,
+        turns,
+        resynced: counter("resynced"),
+        truncated: counter("truncated"),
+    }
+}
+
+/// The numbered ones of `frames`.
+fn numbered(frames: &[Sse]) -> Vec<(u64, serde_json::Value)> {
+    frames
+        .iter()
+        .filter_map(|(id, d)| Some(((*id)?, d.clone())))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscriber_that_stops_reading_gets_every_event_once_and_in_order() {
+    let srv = Server::start(Vec::new(), "", &[]).await;
+    let admin = srv.setup_admin().await;
+    let ws = srv.create(&admin, json!({})).await;
+    let path = format!("/v1/api/workstreams/{ws}/events?user_turn=1");
+    let lag = turns_past_a_stalled_subscriber(&srv, &admin, &ws, &path).await;
+    // It fell behind the live channel and caught up from the ring (the
+    // default 2,000 events hold every event of the turns), so it got what
+    // a subscriber reading all along got: the same events, ids and order.
+    assert!(lag.resynced >= 1, "the subscriber never fell behind");
+    assert_eq!(lag.truncated, 0);
+    assert!(
+        lag.stalled
+            .iter()
+            .all(|(_, d)| d["type"] != "replay_truncated")
+    );
+    let stalled = numbered(&lag.stalled);
+    assert_eq!(stalled.len(), lag.live.len());
+    for (got, want) in stalled.iter().zip(&lag.live) {
+        assert!(got == want, "event {} differs from the live one", got.0);
+    }
+    let users = stalled.iter().filter(|(_, d)| d["type"] == "user_turn");
+    assert_eq!(users.count(), lag.turns);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscriber_left_behind_by_a_short_ring_is_told_exactly_what_it_lost() {
+    let srv = Server::start(Vec::new(), "[server]\nevent_ring = 16\n", &[]).await;
+    let admin = srv.setup_admin().await;
+    let ws = srv.create(&admin, json!({})).await;
+    let path = format!("/v1/api/workstreams/{ws}/events?user_turn=1");
+    let lag = turns_past_a_stalled_subscriber(&srv, &admin, &ws, &path).await;
+    // 16 events in the ring and 256 in the live channel cannot cover the
+    // short turns. Each time the subscriber falls that far behind, it is told
+    // how many events it lost and the last one it got, and its ids then jump
+    // by exactly that many; every event it got is the one a subscriber
+    // reading all along got, and nothing is unaccounted for.
+    let notices = lag
+        .stalled
+        .iter()
+        .filter(|(_, d)| d["type"] == "replay_truncated")
+        .count() as u64;
+    assert!(notices >= 1, "the subscriber was never told it lost events");
+    assert_eq!(lag.truncated, notices);
+    let live: std::collections::BTreeMap<u64, &serde_json::Value> =
+        lag.live.iter().map(|(id, d)| (*id, d)).collect();
+    let mut prev: Option<u64> = None;
+    let mut skip = 0;
+    let (mut got, mut lost_total) = (0u64, 0u64);
+    for (id, data) in &lag.stalled {
+        match id {
+            None if data["type"] == "replay_truncated" => {
+                assert_eq!(data["reason"], "subscriber_lagged", "{data}");
+                assert_eq!(data["last_event_id"], json!(prev), "{data}");
+                skip = data["lost_count"].as_u64().unwrap();
+                assert!(skip > 0, "{data}");
+                lost_total += skip;
+            }
+            None => {}
+            Some(id) => {
+                if let Some(p) = prev {
+                    assert_eq!(*id, p + skip + 1, "ids jump by other than what was lost");
+                }
+                assert!(
+                    live.get(id) == Some(&data),
+                    "event {id} differs from the live one"
+                );
+                prev = Some(*id);
+                skip = 0;
+                got += 1;
+            }
+        }
+    }
+    assert_eq!(skip, 0, "a notice with no event after it");
+    assert_eq!(got + lost_total, live.len() as u64);
 }

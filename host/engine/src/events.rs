@@ -72,8 +72,10 @@ pub struct EventSink {
     approvals: Arc<Approvals>,
 }
 
-/// The receiving side.
-pub type EventStream = mpsc::UnboundedReceiver<SessionEvent>;
+/// The receiving side. Events are boxed: the channel allocates its slots
+/// 32 at a time and keeps a block for as long as the workstream is loaded
+/// (6 KB with the events inline, 256 bytes boxed).
+pub type EventStream = mpsc::UnboundedReceiver<Box<SessionEvent>>;
 
 impl EventSink {
     /// A new stream: the sink for the session, the receiver for its front end.
@@ -81,7 +83,7 @@ impl EventSink {
         let (tx, rx) = mpsc::unbounded_channel();
         let out: Out = Arc::new(move |e| {
             // Dropped when nobody listens any more.
-            let _ = tx.send(e);
+            let _ = tx.send(Box::new(e));
         });
         (
             Self {

@@ -32,6 +32,16 @@ pub enum Replay {
     },
 }
 
+/// What a lagging subscriber gets from the ring ([`EventHub::catch_up`]).
+#[derive(Debug)]
+pub struct CatchUp {
+    /// Events after the cursor that the ring no longer holds (0: none).
+    pub lost: u64,
+    /// The ring's events after the cursor, in order: with `lost` > 0 they
+    /// start right after the lost ones.
+    pub events: Vec<Numbered>,
+}
+
 /// Slots of the live channel. It only has to absorb what is published
 /// between two polls of a subscriber; one that falls further behind resyncs
 /// from the ring, losing nothing the ring still holds. Each workstream
@@ -140,14 +150,16 @@ impl EventHub {
         (Replay::Ok(events), rx)
     }
 
-    /// Events in the ring after `after` (used when a live receiver lagged).
-    pub fn since(&self, after: u64) -> Result<Vec<Numbered>, u64> {
+    /// What a subscriber whose live receiver lagged can still get after
+    /// `after`: the ring's events, and how many before them it no longer
+    /// holds. Read under one lock, so the count and the events meet exactly.
+    pub fn catch_up(&self, after: u64) -> CatchUp {
         let g = self.lock();
         let oldest = g.ring.front().map(|n| n.id).unwrap_or(g.next_id);
-        if after + 1 < oldest {
-            return Err(oldest - after - 1);
+        CatchUp {
+            lost: oldest.saturating_sub(after + 1),
+            events: g.ring.iter().filter(|n| n.id > after).cloned().collect(),
         }
-        Ok(g.ring.iter().filter(|n| n.id > after).cloned().collect())
     }
 
     /// Live subscribers.
@@ -223,7 +235,11 @@ mod tests {
             panic!("a receiver {sent} events behind a {LIVE_SLOTS}-slot channel lags");
         };
         // ... and what it missed comes from the ring, in order, complete.
-        let missed = hub.since(0).expect("the ring covers the gap");
+        let CatchUp {
+            lost,
+            events: missed,
+        } = hub.catch_up(0);
+        assert_eq!(lost, 0, "the ring covers the gap");
         assert_eq!(
             missed.iter().map(|n| n.id).collect::<Vec<_>>(),
             (1..=sent).collect::<Vec<_>>()
@@ -249,7 +265,17 @@ mod tests {
             hub.publish(&json!({"n": i}));
         }
         assert_eq!(drain(&mut rx), (1..=sent).collect::<Vec<_>>());
-        assert!(hub.since(0).is_err(), "the ring alone no longer covers it");
+        // The ring alone no longer covers it: a subscriber lost there is told
+        // exactly how many events are gone and gets the rest.
+        let CatchUp { lost, events } = hub.catch_up(0);
+        assert_eq!(lost, sent - 16);
+        assert_eq!(
+            events.iter().map(|n| n.id).collect::<Vec<_>>(),
+            (sent - 15..=sent).collect::<Vec<_>>()
+        );
+        assert_eq!(hub.catch_up(sent - 3).lost, 0);
+        assert_eq!(hub.catch_up(sent - 3).events.len(), 3);
+        assert_eq!(hub.catch_up(sent).events.len(), 0);
     }
 
     #[tokio::test]

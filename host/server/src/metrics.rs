@@ -25,6 +25,10 @@ pub struct Metrics {
     logins_throttled: AtomicU64,
     /// Open SSE connections.
     pub sse_connections: AtomicI64,
+    /// SSE subscribers that fell behind their live channel, by outcome.
+    sse_resynced: AtomicU64,
+    sse_truncated: AtomicU64,
+    sse_global_truncated: AtomicU64,
     /// The model backend failed the latest turn that reached it.
     backend_down: std::sync::atomic::AtomicBool,
     /// (method, route, status) → (count, seconds).
@@ -32,6 +36,18 @@ pub struct Metrics {
     /// Signalled when a figure of the global `aggregate` event may have
     /// changed, so its publisher sleeps while nothing happens.
     aggregate_changed: tokio::sync::Notify,
+}
+
+/// How an SSE subscriber that fell behind its live channel went on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SseLag {
+    /// A workstream stream caught up from the replay ring, losing nothing.
+    Resynced,
+    /// A workstream stream had fallen behind the ring too and was told how
+    /// many events it lost (`replay_truncated`).
+    Truncated,
+    /// The node-wide stream skipped events and said so.
+    GlobalTruncated,
 }
 
 /// Facts gathered at scrape time.
@@ -119,6 +135,16 @@ impl Metrics {
         self.logins_throttled.fetch_add(1, Relaxed);
     }
 
+    /// Counts an SSE subscriber that fell behind its live channel.
+    pub fn sse_lagged(&self, lag: SseLag) {
+        let counter = match lag {
+            SseLag::Resynced => &self.sse_resynced,
+            SseLag::Truncated => &self.sse_truncated,
+            SseLag::GlobalTruncated => &self.sse_global_truncated,
+        };
+        counter.fetch_add(1, Relaxed);
+    }
+
     /// Totals used by the dashboard: (tokens, tool calls).
     pub fn totals(&self) -> (u64, u64) {
         (
@@ -186,10 +212,28 @@ impl Metrics {
                 &self.connections_refused,
             ),
             ("turnstone_logins_throttled_total", &self.logins_throttled),
+            (
+                "turnstone_sse_lag_total{stream=\"workstream\",outcome=\"resynced\"}",
+                &self.sse_resynced,
+            ),
+            (
+                "turnstone_sse_lag_total{stream=\"workstream\",outcome=\"truncated\"}",
+                &self.sse_truncated,
+            ),
+            (
+                "turnstone_sse_lag_total{stream=\"global\",outcome=\"truncated\"}",
+                &self.sse_global_truncated,
+            ),
         ];
+        // One TYPE line per family: the series of a family are adjacent, and
+        // a second TYPE line for a name is an error to Prometheus' parser.
+        let mut family = "";
         for (name, v) in counters {
             let base = name.split('{').next().unwrap_or(name);
-            let _ = writeln!(o, "# TYPE {base} counter");
+            if base != family {
+                let _ = writeln!(o, "# TYPE {base} counter");
+                family = base;
+            }
             let _ = writeln!(o, "{name} {}", v.load(Relaxed));
         }
         let _ = writeln!(o, "# TYPE turnstone_sse_connections gauge");
@@ -322,5 +366,47 @@ mod tests {
             assert!(now > last, "a {what} moved nothing");
             last = now;
         }
+    }
+
+    #[test]
+    fn every_family_has_one_type_line_and_sse_lag_is_counted_by_outcome() {
+        let m = Metrics::default();
+        m.tokens(3, 4);
+        m.request("GET", "/health", 200, 0.001);
+        m.sse_lagged(SseLag::Resynced);
+        m.sse_lagged(SseLag::Resynced);
+        m.sse_lagged(SseLag::GlobalTruncated);
+        let snap = Snapshot {
+            workstreams: BTreeMap::from([("idle", 1), ("running", 2)]),
+            uptime: 1.0,
+            model: "m",
+            plugins: vec![("a".into(), 1, 0, 0), ("b".into(), 2, 1, 0)],
+            plugin_states: vec![("a".into(), "enabled"), ("b".into(), "enabled")],
+            plugin_generation: 1,
+            mcp: vec![("s".into(), "connected", 1, 0, 0)],
+            instance_slots: Some((8, 1, 0)),
+        };
+        let text = m.render(&snap);
+        let mut families = std::collections::HashSet::new();
+        for line in text.lines().filter(|l| l.starts_with("# TYPE ")) {
+            let name = line.split(' ').nth(2).unwrap_or_default();
+            assert!(families.insert(name.to_string()), "second TYPE for {name}");
+        }
+        assert!(families.contains("turnstone_tokens_total"));
+        let value = |series: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+                .unwrap_or_else(|| panic!("no {series} in {text}"))
+                .to_string()
+        };
+        let lag = |stream: &str, outcome: &str| {
+            value(&format!(
+                "turnstone_sse_lag_total{{stream=\"{stream}\",outcome=\"{outcome}\"}}"
+            ))
+        };
+        assert_eq!(lag("workstream", "resynced"), "2");
+        assert_eq!(lag("workstream", "truncated"), "0");
+        assert_eq!(lag("global", "truncated"), "1");
+        assert_eq!(value("turnstone_tokens_total{kind=\"completion\"}"), "4");
     }
 }

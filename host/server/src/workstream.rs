@@ -482,7 +482,7 @@ impl Workstream {
                         continue;
                     }
                 };
-                match e {
+                match e.map(|e| *e) {
                     Some(SessionEvent::Wire(event)) => c.on_event(event),
                     Some(SessionEvent::TurnEnded(outcome)) => c.turn_ended(&outcome),
                     None => break,

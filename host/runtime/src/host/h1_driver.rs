@@ -115,7 +115,8 @@ impl Pump {
             Poll::Pending => return Step::Waiting,
         }
         match Pin::new(&mut self.body).poll_frame(cx) {
-            Poll::Ready(Some(item)) => {
+            Poll::Ready(Some(polled)) => {
+                let item = Item::from(polled);
                 let last = item.is_err();
                 if self.tx.send_item(item).is_err() || last {
                     Step::Done

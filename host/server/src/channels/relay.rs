@@ -136,18 +136,19 @@ async fn run(
             }
             Some(Ok(n)) => vec![n],
             // Fell behind the live channel: the ring still has the events,
-            // unless the relay fell further behind than the ring reaches.
-            Some(Err(RecvError::Lagged(_))) => match ws.core.hub.since(last_id) {
-                Ok(events) => events,
-                Err(lost) => {
+            // or the newest of them if the relay fell further behind than
+            // the ring reaches (the rest are logged as lost).
+            Some(Err(RecvError::Lagged(_))) => {
+                let catch_up = ws.core.hub.catch_up(last_id);
+                if catch_up.lost > 0 {
                     tracing::warn!(
                         ws_id = %ws.core.ws_id,
-                        lost,
+                        lost = catch_up.lost,
                         "channel relay fell behind the replay ring; these events are not relayed"
                     );
-                    Vec::new()
                 }
-            },
+                catch_up.events
+            }
             Some(Err(RecvError::Closed)) => break,
         };
         let mut closed = false;

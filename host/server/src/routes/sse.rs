@@ -2,9 +2,10 @@
 //! event id, projections, pings) and the node-wide global stream.
 
 use super::{Node, loaded, node, owner};
-use crate::events::{Numbered, Replay};
+use crate::events::{CatchUp, Numbered, Replay};
 use crate::global::GlobalEvent;
 use crate::http::{ApiError, AppState, Identity};
+use crate::metrics::SseLag;
 use crate::workstream::{Core, Status, Workstream};
 use axum::Extension;
 use axum::body::{Body, Bytes};
@@ -151,7 +152,7 @@ struct WsStream {
     ping: tokio::time::Interval,
     stop: tokio_util::sync::CancellationToken,
     done: bool,
-    _guard: ConnGuard,
+    guard: ConnGuard,
 }
 
 impl WsStream {
@@ -188,6 +189,32 @@ impl WsStream {
         }
     }
 
+    /// After the live receiver lagged: queues what the ring holds after the
+    /// last event sent. If the ring has moved past some of them, a
+    /// `replay_truncated` says exactly how many are lost (the ids then jump
+    /// by that many) before the rest follows; the client may refetch history.
+    fn catch_up(&mut self) {
+        let CatchUp { lost, events } = self.core.hub.catch_up(self.last_id);
+        let metrics = &self.guard.0.metrics;
+        if lost > 0 {
+            metrics.sse_lagged(SseLag::Truncated);
+            self.pending.push_back(data(&WsEvent::new(
+                &self.core.ws_id,
+                Event::ReplayTruncated(ReplayTruncated {
+                    reason: "subscriber_lagged".into(),
+                    lost_count: Some(lost),
+                    last_event_id: Some(self.last_id),
+                }),
+            )));
+        } else {
+            metrics.sse_lagged(SseLag::Resynced);
+        }
+        for n in &events {
+            let b = self.render(n);
+            self.pending.push_back(b);
+        }
+    }
+
     async fn next(&mut self) -> Option<Bytes> {
         if let Some(b) = self.pending.pop_front() {
             return Some(b);
@@ -203,26 +230,7 @@ impl WsStream {
                         return Some(self.render(&n));
                     }
                     Err(RecvError::Lagged(_)) => {
-                        // Catch up from the ring; if it moved on, say how much was lost.
-                        match self.core.hub.since(self.last_id) {
-                            Ok(events) => {
-                                for n in &events {
-                                    let b = self.render(n);
-                                    self.pending.push_back(b);
-                                }
-                            }
-                            Err(lost) => {
-                                self.pending.push_back(data(&WsEvent::new(
-                                    &self.core.ws_id,
-                                    Event::ReplayTruncated(ReplayTruncated {
-                                        reason: "subscriber_lagged".into(),
-                                        lost_count: Some(lost),
-                                        last_event_id: None,
-                                    }),
-                                )));
-                                self.last_id = self.core.hub.next_id().saturating_sub(1);
-                            }
-                        }
+                        self.catch_up();
                         if let Some(b) = self.pending.pop_front() { return Some(b); }
                     }
                     Err(RecvError::Closed) => return None,
@@ -297,7 +305,7 @@ pub(crate) async fn workstream_events(
         ping,
         stop: node.shutdown.clone(),
         done: false,
-        _guard: ConnGuard::new(node),
+        guard: ConnGuard::new(node),
     };
     for n in &replayed {
         let b = st.render(n);
@@ -317,7 +325,7 @@ struct GlobalStream {
     only: Option<String>,
     ping: tokio::time::Interval,
     stop: tokio_util::sync::CancellationToken,
-    _guard: ConnGuard,
+    guard: ConnGuard,
 }
 
 impl GlobalStream {
@@ -337,6 +345,7 @@ impl GlobalStream {
                         return Some(Bytes::from(format!("id: {}\ndata: {}\n\n", e.id, e.json)));
                     }
                     Err(RecvError::Lagged(n)) => {
+                        self.guard.0.metrics.sse_lagged(SseLag::GlobalTruncated);
                         return Some(data(&Frame::ReplayTruncated(ReplayTruncated {
                             reason: "subscriber_lagged".into(),
                             lost_count: Some(n),
@@ -396,7 +405,7 @@ pub(crate) async fn global_events(
         only,
         ping,
         stop: node.shutdown.clone(),
-        _guard: ConnGuard::new(node),
+        guard: ConnGuard::new(node),
     };
     let stream = futures::stream::unfold(st, |mut st| async move {
         st.next()
