@@ -184,7 +184,7 @@ impl Shared {
 /// which ends the task once its turn is over.
 struct Inner {
     /// Boxed: the channel allocates its slots 32 at a time and keeps a
-    /// block for as long as the workstream is loaded (2.6 KB with the
+    /// block for as long as the workstream is loaded (2.3 KB with the
     /// commands inline, 256 bytes boxed).
     commands: mpsc::UnboundedSender<Box<Command>>,
     shared: Arc<Shared>,

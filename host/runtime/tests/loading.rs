@@ -392,3 +392,51 @@ async fn unknown_wit_version_is_refused_directly() {
         .unwrap();
     assert!(matches!(err, LoadError::UnsupportedWit { .. }), "{err}");
 }
+
+/// The pages the data segments of `wasm`'s largest core module span.
+fn data_pages(wasm: &[u8]) -> u64 {
+    let mut widest = 0;
+    for payload in wasmparser::Parser::new(0).parse_all(wasm) {
+        let wasmparser::Payload::DataSection(reader) = payload.unwrap() else {
+            continue;
+        };
+        let (mut lo, mut hi) = (u64::MAX, 0);
+        for data in reader {
+            let data = data.unwrap();
+            let wasmparser::DataKind::Active { offset_expr, .. } = data.kind else {
+                continue;
+            };
+            let Ok(wasmparser::Operator::I32Const { value }) =
+                offset_expr.get_operators_reader().read()
+            else {
+                panic!("a data segment at an offset that is not a constant");
+            };
+            let start = u64::from(value.cast_unsigned());
+            lo = lo.min(start);
+            hi = hi.max(start + data.data.len() as u64);
+        }
+        if hi > lo {
+            widest = widest.max(hi.div_ceil(4096) - lo / 4096);
+        }
+    }
+    widest
+}
+
+/// Every instance of a component maps its data segments whole (the kernel's
+/// fault-around maps them all at the first read, and resident size counts
+/// them per instance), and a provider adapter runs one instance per model
+/// stream in flight: their data is memory per stream. Core's float parsing
+/// (3 pages) and zmij's float formatting tables (4 pages) left it: the
+/// guest SDK reads `retry-after` by hand, and the plugins workspace patches
+/// zmij with core's formatting (`plugins/zmij-shim`). A provider that links
+/// either again, or a patch no longer applied (a serde_json that needs a
+/// newer zmij), fails here.
+#[test]
+fn provider_adapters_map_at_most_seven_pages_of_data_per_instance() {
+    for name in ["openai", "anthropic"] {
+        let path = staged("components", name).join(format!("{name}.wasm"));
+        let pages = data_pages(&std::fs::read(&path).unwrap());
+        assert!(pages >= 1, "{name}: no data segments found");
+        assert!(pages <= 7, "{name}: its data spans {pages} pages");
+    }
+}
