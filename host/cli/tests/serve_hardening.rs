@@ -462,7 +462,7 @@ fn server_send_queue(srv: &Server, client: SocketAddr) -> u64 {
         .map(|l| l.split_whitespace().collect::<Vec<_>>())
         .find(|f| f.len() > 4 && f[1] == local && f[2] == remote)
         .and_then(|f| u64::from_str_radix(f[4].split(':').next()?, 16).ok())
-        .unwrap_or(0)
+        .unwrap_or_else(|| panic!("no {local} -> {remote} connection in /proc/net/tcp"))
 }
 
 /// An SSE frame: its `id` and its `data`.

@@ -316,8 +316,8 @@ pub struct ReplayTruncated {
     /// Events lost.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lost_count: Option<u64>,
-    /// The cursor asked for (`ring_evicted`), or the last event sent before
-    /// the gap (`subscriber_lagged`).
+    /// The cursor asked for (`ring_evicted`), or the id the gap starts after
+    /// (`subscriber_lagged`: the last event sent, or where the stream began).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_event_id: Option<u64>,
 }

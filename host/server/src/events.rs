@@ -21,15 +21,34 @@ pub struct Numbered {
 /// What a new subscriber gets besides the live receiver.
 #[derive(Debug)]
 pub enum Replay {
-    /// No cursor: the caller sends the connect preamble.
-    Fresh,
+    /// No cursor, or one past every event published (ids from another
+    /// history): the caller sends the connect preamble.
+    Fresh {
+        /// The newest event's id when the receiver was made (0: none yet).
+        newest: u64,
+    },
     /// Everything after the cursor, in order.
     Ok(Vec<Numbered>),
     /// The ring no longer holds the events after the cursor.
     Truncated {
         /// Events that cannot be replayed.
         lost_count: u64,
+        /// The newest event's id when the receiver was made.
+        newest: u64,
     },
+}
+
+impl Replay {
+    /// The id up to which a subscriber has everything once it has sent this
+    /// replay (and the preamble, if any), given the cursor it asked with:
+    /// live events at or below it are already covered. Read under the same
+    /// lock as the receiver was made, so no event falls between the two.
+    pub fn covers_through(&self, cursor: Option<u64>) -> u64 {
+        match self {
+            Replay::Fresh { newest } | Replay::Truncated { newest, .. } => *newest,
+            Replay::Ok(_) => cursor.unwrap_or(0),
+        }
+    }
 }
 
 /// What a lagging subscriber gets from the ring ([`EventHub::catch_up`]).
@@ -131,10 +150,11 @@ impl EventHub {
         let rx =
             g.tx.get_or_insert_with(|| broadcast::channel(slots).0)
                 .subscribe();
-        let Some(after) = after else {
-            return (Replay::Fresh, rx);
+        let newest = g.next_id.saturating_sub(1);
+        let Some(after) = after.filter(|&after| after <= newest) else {
+            return (Replay::Fresh { newest }, rx);
         };
-        if after + 1 >= g.next_id {
+        if after == newest {
             return (Replay::Ok(Vec::new()), rx);
         }
         let oldest = g.ring.front().map(|n| n.id).unwrap_or(g.next_id);
@@ -142,6 +162,7 @@ impl EventHub {
             return (
                 Replay::Truncated {
                     lost_count: oldest - after - 1,
+                    newest,
                 },
                 rx,
             );
@@ -188,14 +209,26 @@ mod tests {
             other => panic!("{other:?}"),
         }
         match hub.subscribe(Some(10)).0 {
-            Replay::Truncated { lost_count } => assert_eq!(lost_count, 2),
+            Replay::Truncated { lost_count, newest } => assert_eq!((lost_count, newest), (2, 15)),
             other => panic!("{other:?}"),
         }
         match hub.subscribe(Some(15)).0 {
             Replay::Ok(v) => assert!(v.is_empty()),
             other => panic!("{other:?}"),
         }
-        assert!(matches!(hub.subscribe(None).0, Replay::Fresh));
+        assert!(matches!(
+            hub.subscribe(None).0,
+            Replay::Fresh { newest: 15 }
+        ));
+        // A cursor past every event (another history's ids, or a forged
+        // one) starts fresh rather than waiting for ids to catch up.
+        for ahead in [16, u64::MAX] {
+            match hub.subscribe(Some(ahead)).0 {
+                r @ Replay::Fresh { newest: 15 } => assert_eq!(r.covers_through(Some(ahead)), 15),
+                other => panic!("{ahead}: {other:?}"),
+            }
+        }
+        assert_eq!(hub.subscribe(Some(12)).0.covers_through(Some(12)), 12);
     }
 
     #[tokio::test]

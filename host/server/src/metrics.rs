@@ -25,7 +25,7 @@ pub struct Metrics {
     logins_throttled: AtomicU64,
     /// Open SSE connections.
     pub sse_connections: AtomicI64,
-    /// SSE subscribers that fell behind their live channel, by outcome.
+    /// Times an SSE subscriber fell behind its live channel, by outcome.
     sse_resynced: AtomicU64,
     sse_truncated: AtomicU64,
     sse_global_truncated: AtomicU64,
@@ -135,7 +135,7 @@ impl Metrics {
         self.logins_throttled.fetch_add(1, Relaxed);
     }
 
-    /// Counts an SSE subscriber that fell behind its live channel.
+    /// Counts one time an SSE subscriber fell behind its live channel.
     pub fn sse_lagged(&self, lag: SseLag) {
         let counter = match lag {
             SseLag::Resynced => &self.sse_resynced,
@@ -242,15 +242,23 @@ impl Metrics {
             "turnstone_sse_connections {}",
             self.sse_connections.load(Relaxed)
         );
-        let _ = writeln!(o, "# TYPE turnstone_http_requests_total counter");
-        let _ = writeln!(o, "# TYPE turnstone_http_request_duration_seconds summary");
+        // Each family's samples together after its TYPE line, as the text
+        // format requires (strict parsers reject interleaved families).
         let http = self.http.lock().unwrap_or_else(|p| p.into_inner());
-        for ((method, route, status), (n, secs)) in http.iter() {
-            let labels = format!(
+        let labels = |(method, route, status): &(String, String, u16)| {
+            format!(
                 "method=\"{method}\",route=\"{}\",status=\"{status}\"",
                 escape(route)
-            );
+            )
+        };
+        let _ = writeln!(o, "# TYPE turnstone_http_requests_total counter");
+        for (key, (n, _)) in http.iter() {
+            let labels = labels(key);
             let _ = writeln!(o, "turnstone_http_requests_total{{{labels}}} {n}");
+        }
+        let _ = writeln!(o, "# TYPE turnstone_http_request_duration_seconds summary");
+        for (key, (n, secs)) in http.iter() {
+            let labels = labels(key);
             let _ = writeln!(
                 o,
                 "turnstone_http_request_duration_seconds_sum{{{labels}}} {secs:.6}"
@@ -386,11 +394,28 @@ mod tests {
             mcp: vec![("s".into(), "connected", 1, 0, 0)],
             instance_slots: Some((8, 1, 0)),
         };
+        m.request("POST", "/v1/api/auth/login", 401, 0.002);
         let text = m.render(&snap);
+        // Every sample follows its own family's TYPE line, and a family's
+        // samples are not interleaved with another's.
         let mut families = std::collections::HashSet::new();
-        for line in text.lines().filter(|l| l.starts_with("# TYPE ")) {
-            let name = line.split(' ').nth(2).unwrap_or_default();
-            assert!(families.insert(name.to_string()), "second TYPE for {name}");
+        let mut current = String::new();
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("# TYPE ") {
+                let name = rest.split(' ').next().unwrap_or_default().to_string();
+                assert!(families.insert(name.clone()), "second TYPE for {name}");
+                current = name;
+                continue;
+            }
+            if line.starts_with('#') {
+                continue;
+            }
+            let sample = line.split(['{', ' ']).next().unwrap_or_default();
+            let family = ["_sum", "_count"]
+                .iter()
+                .find_map(|s| sample.strip_suffix(s).filter(|f| families.contains(*f)))
+                .unwrap_or(sample);
+            assert_eq!(family, current, "{line} outside its family");
         }
         assert!(families.contains("turnstone_tokens_total"));
         let value = |series: &str| {

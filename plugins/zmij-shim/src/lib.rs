@@ -53,10 +53,11 @@ impl Buffer {
         self.as_str()
     }
 
-    /// [`Buffer::format`] for a finite `f` (zmij leaves the text for a
-    /// non-finite one unspecified; this writes the same as `format`).
+    /// [`Buffer::format`] for a finite `f`. For a non-finite one zmij
+    /// promises "some correctly formatted but unspecified numerical value",
+    /// so a writer that trusts it still writes a number: `0.0`.
     pub fn format_finite<F: Float>(&mut self, f: F) -> &str {
-        self.format(f)
+        if f.is_finite() { self.format(f) } else { "0.0" }
     }
 
     fn as_str(&self) -> &str {
@@ -88,9 +89,19 @@ impl Float for f32 {}
 impl Float for f64 {}
 
 mod private {
-    pub trait Sealed: core::fmt::Debug + Copy {}
-    impl Sealed for f32 {}
-    impl Sealed for f64 {}
+    pub trait Sealed: core::fmt::Debug + Copy {
+        fn is_finite(self) -> bool;
+    }
+    impl Sealed for f32 {
+        fn is_finite(self) -> bool {
+            f32::is_finite(self)
+        }
+    }
+    impl Sealed for f64 {
+        fn is_finite(self) -> bool {
+            f64::is_finite(self)
+        }
+    }
 }
 
 #[cfg(test)]
@@ -119,7 +130,8 @@ mod tests {
         ] {
             let text = b.format_finite(f).to_string();
             assert_eq!(text.parse::<f64>().unwrap().to_bits(), f.to_bits(), "{text}");
-            assert!(text.len() <= CAPACITY);
+            // All of it fit: nothing was cut off at the buffer's end.
+            assert_eq!(text, std::format!("{f:?}"));
         }
         assert_eq!(b.format(0.7), "0.7");
         assert_eq!(b.format(2.0), "2.0");
@@ -135,5 +147,8 @@ mod tests {
         assert_eq!(b.format(f64::INFINITY), "inf");
         assert_eq!(b.format(f64::NEG_INFINITY), "-inf");
         assert_eq!(b.format(f32::NAN), "NaN");
+        // Text that promises a number stays one.
+        assert_eq!(b.format_finite(f64::NAN), "0.0");
+        assert_eq!(b.format_finite(f32::NEG_INFINITY), "0.0");
     }
 }

@@ -66,14 +66,13 @@ pub(crate) fn ensure(
         target: Mutex::new(target),
     });
     relays.insert(ws.core.ws_id.clone(), relay.clone());
-    let (_, rx) = ws.core.hub.subscribe(None);
-    let next = ws.core.hub.next_id();
+    let (replay, rx) = ws.core.hub.subscribe(None);
     tokio::spawn(run(
         hub.clone(),
         ws.clone(),
         relay,
         rx,
-        next.saturating_sub(1),
+        replay.covers_through(None),
     ));
 }
 

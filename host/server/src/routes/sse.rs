@@ -266,10 +266,10 @@ pub(crate) async fn workstream_events(
     let (replay, rx, status) = core.subscribe(cursor);
     let mut pending = VecDeque::new();
     pending.push_back(retry_frame());
-    let mut last_id = core.hub.next_id().saturating_sub(1);
+    let last_id = replay.covers_through(cursor);
     let mut replayed = Vec::new();
     match replay {
-        Replay::Fresh => preamble(&w, status, &mut pending),
+        Replay::Fresh { .. } => preamble(&w, status, &mut pending),
         Replay::Ok(events) => {
             pending.push_back(data(&WsEvent::new(
                 &ws_id,
@@ -278,10 +278,9 @@ pub(crate) async fn workstream_events(
                     last_event_id: cursor,
                 }),
             )));
-            last_id = cursor.unwrap_or(0);
             replayed = events;
         }
-        Replay::Truncated { lost_count } => {
+        Replay::Truncated { lost_count, .. } => {
             pending.push_back(data(&WsEvent::new(
                 &ws_id,
                 Event::ReplayTruncated(ReplayTruncated {
