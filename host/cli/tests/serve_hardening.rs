@@ -521,9 +521,15 @@ struct Lag {
     truncated: u64,
 }
 
-/// Runs the turns on `ws` while a stalled subscriber of `path` reads
-/// nothing, then reads that subscriber until the last turn's end.
-async fn turns_past_a_stalled_subscriber(srv: &Server, admin: &str, ws: &str, path: &str) -> Lag {
+/// Starts a server with `config`, then runs the turns on a new workstream
+/// while a stalled subscriber of its event stream reads nothing, then reads
+/// that subscriber until the last turn's end.
+async fn turns_past_a_stalled_subscriber(config: &str) -> Lag {
+    let srv = Server::start(Vec::new(), config, &[]).await;
+    let admin = srv.setup_admin().await;
+    let ws = srv.create(&admin, json!({})).await;
+    let path = format!("/v1/api/workstreams/{ws}/events?user_turn=1");
+    let (srv, admin, ws, path) = (&srv, admin.as_str(), ws.as_str(), path.as_str());
     let mut stalled = stalled_subscriber(srv, admin, path).await;
     let mut reader = srv.events(path, admin, None).await;
     let turn = |i: usize, reply: Vec<String>| async move {
@@ -627,11 +633,7 @@ fn numbered(frames: &[Sse]) -> Vec<(u64, serde_json::Value)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_subscriber_that_stops_reading_gets_every_event_once_and_in_order() {
-    let srv = Server::start(Vec::new(), "", &[]).await;
-    let admin = srv.setup_admin().await;
-    let ws = srv.create(&admin, json!({})).await;
-    let path = format!("/v1/api/workstreams/{ws}/events?user_turn=1");
-    let lag = turns_past_a_stalled_subscriber(&srv, &admin, &ws, &path).await;
+    let lag = turns_past_a_stalled_subscriber("").await;
     // It fell behind the live channel and caught up from the ring (the
     // default 2,000 events hold every event of the turns), so it got what
     // a subscriber reading all along got: the same events, ids and order.
@@ -653,11 +655,7 @@ async fn a_subscriber_that_stops_reading_gets_every_event_once_and_in_order() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_subscriber_left_behind_by_a_short_ring_is_told_exactly_what_it_lost() {
-    let srv = Server::start(Vec::new(), "[server]\nevent_ring = 16\n", &[]).await;
-    let admin = srv.setup_admin().await;
-    let ws = srv.create(&admin, json!({})).await;
-    let path = format!("/v1/api/workstreams/{ws}/events?user_turn=1");
-    let lag = turns_past_a_stalled_subscriber(&srv, &admin, &ws, &path).await;
+    let lag = turns_past_a_stalled_subscriber("[server]\nevent_ring = 16\n").await;
     // 16 events in the ring and 256 in the live channel cannot cover the
     // short turns. Each time the subscriber falls that far behind, it is told
     // how many events it lost and the last one it got, and its ids then jump
