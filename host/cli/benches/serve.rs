@@ -4,7 +4,8 @@
 //! `ws_state` on the SSE stream), the turn after a quiet spell (when the
 //! server has released memory and code pages), N concurrent workstreams each streaming a
 //! 500-token reply (total wall, p50/p99 time to first `content`, peak RSS,
-//! CPU per turn of the server and of this bench process, SSE frames per turn),
+//! CPU per turn of the server and of this bench process, SSE frames per turn,
+//! the server's anonymous and file pages at the sampled peak),
 //! RSS after 160 loaded workstreams (and how soon it comes back down once
 //! quiet), where the memory of 100 streams in flight goes (by region of the
 //! address space), 1,000 concurrent streaming workstreams (peak RSS, p99 time to
@@ -18,6 +19,8 @@
 //! `fanout`;
 //! `TURNSTONE_BENCH_SEQ_TURNS` sets the sequential section's turn count (60).
 
+#[path = "support/peak.rs"]
+mod peak;
 #[path = "support/smaps.rs"]
 mod smaps;
 #[path = "../tests/support/mod.rs"]
@@ -61,6 +64,8 @@ struct BurstCpu {
     /// were `content`: each costs the server an event and a write.
     frames: usize,
     contents: usize,
+    /// The server's resident memory at the burst's sampled peak.
+    peak: peak::Resident,
 }
 
 impl BurstCpu {
@@ -68,11 +73,12 @@ impl BurstCpu {
     fn per_turn(&self, n: usize) -> String {
         format!(
             "CPU per turn: server {:.2} ms, bench (clients + scripted LLM) {:.2} ms; \
-             SSE frames per turn {:.1} ({:.1} content)",
+             SSE frames per turn {:.1} ({:.1} content); {}",
             self.server_ms / n as f64,
             self.bench_ms / n as f64,
             self.frames as f64 / n as f64,
-            self.contents as f64 / n as f64
+            self.contents as f64 / n as f64,
+            self.peak
         )
     }
 }
@@ -152,6 +158,7 @@ async fn concurrent_turns(
     streams.iter_mut().for_each(Events::reset);
     let server = srv.pid().to_string();
     let (server_cpu, bench_cpu) = (cpu_ms(&server), cpu_ms("self"));
+    let sampler = peak::PeakSampler::start(srv.pid());
     let t = Instant::now();
     let ttfc = join_all(
         ids.iter()
@@ -167,12 +174,14 @@ async fn concurrent_turns(
     )
     .await;
     let wall = t.elapsed().as_secs_f64() * 1000.0;
+    let peak = sampler.finish();
     let seen = streams.iter().flat_map(|ev| ev.seen.iter());
     let cpu = BurstCpu {
         server_ms: cpu_ms(&server) - server_cpu,
         bench_ms: cpu_ms("self") - bench_cpu,
         frames: seen.clone().count(),
         contents: seen.filter(|f| f.kind() == "content").count(),
+        peak,
     };
     (ids, wall, ttfc, cpu)
 }
