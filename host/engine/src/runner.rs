@@ -503,7 +503,6 @@ async fn run(
     mut rx: mpsc::UnboundedReceiver<Box<Command>>,
     inner: Arc<Shared>,
 ) {
-    let events = inner.events.clone();
     loop {
         let command = tokio::select! {
             c = rx.recv() => c,
@@ -514,13 +513,14 @@ async fn run(
         // turn's is ~10 KB, which every loaded workstream's task would hold
         // between turns as well. The session is boxed for the same reason:
         // an async fn keeps a moved-in argument in two slots of its state.
-        Box::pin(handle(&mut session, *command, &inner, &events)).await;
+        Box::pin(handle(&mut session, *command, &inner)).await;
     }
     inner.release();
 }
 
 /// Carries out one command.
-async fn handle(session: &mut ChatSession, command: Command, inner: &Shared, events: &EventSink) {
+async fn handle(session: &mut ChatSession, command: Command, inner: &Shared) {
+    let events = &inner.events;
     match command {
         Command::Turn {
             text,

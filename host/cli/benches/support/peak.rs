@@ -15,7 +15,7 @@ use std::time::Duration;
 const EVERY: Duration = Duration::from_millis(4);
 
 /// One reading of a process's resident memory, in MB.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 pub struct Resident {
     /// `VmRSS`.
     pub total: f64,
@@ -84,9 +84,13 @@ impl PeakSampler {
 
     /// The reading with the largest `VmRSS` since the start. Sampled, so
     /// its total can fall short of `VmHWM` by what lived for less than a
-    /// sampling interval.
+    /// sampling interval (and the kernel updates the two at different
+    /// moments: they differed by up to 0.3 MB either way).
     pub fn finish(self) -> Resident {
         self.stop.store(true, Ordering::Relaxed);
-        self.thread.join().unwrap_or_default()
+        // A reading of zeros would pass for a measurement.
+        self.thread
+            .join()
+            .expect("the peak sampler thread panicked")
     }
 }
