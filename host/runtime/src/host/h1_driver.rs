@@ -8,7 +8,7 @@
 //! wake-up instead: the connection decodes a chunk, the pump queues it, and
 //! the loop goes on until the socket has nothing more or the queue is full.
 
-use super::readahead::{self, Item};
+use super::readahead::{self, Feed, Item};
 use futures::future::BoxFuture;
 use http_body::Body;
 use std::future::Future;
@@ -28,14 +28,14 @@ const ROUNDS_PER_POLL: usize = 16;
 /// A response body to pump into a guest's queue. Dropped unclaimed (the
 /// driver ended as it was sent), it is pumped by a task of its own, so the
 /// guest still sees the body's frames or its error.
-struct PumpJob(Option<(WasiBody, mpsc::Sender<Item>)>);
+struct PumpJob(Option<(WasiBody, Feed)>);
 
 impl Drop for PumpJob {
     fn drop(&mut self) {
-        if let Some((body, tx)) = self.0.take()
+        if let Some((body, feed)) = self.0.take()
             && let Ok(rt) = tokio::runtime::Handle::try_current()
         {
-            rt.spawn(readahead::pump(body, tx));
+            rt.spawn(readahead::pump(body, feed));
         }
     }
 }
@@ -54,9 +54,9 @@ impl Jobs {
     /// The body a guest reads for `body`: pumped by the connection's driver,
     /// or by a task of its own once the driver has ended.
     pub(crate) fn read_ahead(&self, body: WasiBody) -> WasiBody {
-        let (tx, out) = readahead::queue();
+        let (feed, out) = readahead::queue();
         // A send to an ended driver drops the job, which pumps it itself.
-        let _ = self.0.send(PumpJob(Some((body, tx))));
+        let _ = self.0.send(PumpJob(Some((body, feed))));
         out
     }
 }
@@ -84,6 +84,7 @@ enum Step {
 
 struct Pump {
     body: WasiBody,
+    feed: Feed,
     tx: PollSender<Item>,
     /// Resolves when the guest drops its end, so an idle stream the guest gave
     /// up on is dropped (closing the connection) without waiting for a frame.
@@ -92,23 +93,30 @@ struct Pump {
 
 impl Pump {
     fn new(mut job: PumpJob) -> Option<Self> {
-        let (body, tx) = job.0.take()?;
-        let watch = tx.clone();
+        let (body, feed) = job.0.take()?;
+        let watch = feed.sender().clone();
         Some(Self {
             body,
-            tx: PollSender::new(tx),
+            tx: PollSender::new(feed.sender().clone()),
+            feed,
             closed: Box::pin(async move { watch.closed().await }),
         })
     }
 
     /// Goes on in a task of its own.
     fn detach(self) {
-        if let Some(tx) = self.tx.get_ref().cloned() {
-            tokio::spawn(readahead::pump(self.body, tx));
-        }
+        tokio::spawn(readahead::pump(self.body, self.feed));
     }
 
     fn step(&mut self, cx: &mut Context<'_>) -> Step {
+        // A full queue leaves the rest in the socket; a guest that gives up
+        // on it still ends the pump.
+        if self.feed.level().poll_room(cx).is_pending() {
+            return match self.closed.as_mut().poll(cx) {
+                Poll::Ready(()) => Step::Done,
+                Poll::Pending => Step::Waiting,
+            };
+        }
         match self.tx.poll_reserve(cx) {
             Poll::Ready(Ok(())) => {}
             Poll::Ready(Err(_)) => return Step::Done,
@@ -116,7 +124,7 @@ impl Pump {
         }
         match Pin::new(&mut self.body).poll_frame(cx) {
             Poll::Ready(Some(polled)) => {
-                let item = Item::from(polled);
+                let item = self.feed.account(Item::from(polled));
                 let last = item.is_err();
                 if self.tx.send_item(item).is_err() || last {
                     Step::Done
@@ -202,6 +210,7 @@ mod tests {
     use http_body_util::{BodyExt, Empty};
     use hyper::client::conn::http1;
     use hyper_util::rt::TokioIo;
+    use std::sync::Arc;
     use std::time::Duration;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::{TcpListener, TcpStream};
@@ -322,6 +331,77 @@ mod tests {
             want.as_bytes(),
             "the first body arrives whole after all"
         );
+    }
+
+    #[tokio::test]
+    async fn what_the_guest_has_not_read_stays_in_the_socket_and_arrives_whole() {
+        // Small kernel buffers at both ends (accepted sockets inherit the
+        // listener's), so what the server manages to write shows what the
+        // host has pulled off the socket.
+        let kernel = 64 * 1024;
+        let listen = tokio::net::TcpSocket::new_v4().expect("socket");
+        listen.set_send_buffer_size(kernel).expect("sndbuf");
+        listen
+            .bind("127.0.0.1:0".parse().expect("addr"))
+            .expect("bind");
+        let listener = listen.listen(1).expect("listen");
+        let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+        socket.set_recv_buffer_size(kernel).expect("rcvbuf");
+        let client = socket.connect(listener.local_addr().expect("addr"));
+        let (client, accepted) = tokio::join!(client, listener.accept());
+        let (mut sender, conn) = http1::handshake(TokioIo::new(client.expect("connect")))
+            .await
+            .expect("handshake");
+        let jobs = spawn(conn);
+        let mut server = accepted.expect("accept").0;
+        // 64 KiB chunks: the old frame bound alone let 256 of them (16 MiB)
+        // pile up in the host.
+        const CHUNK: usize = 64 * 1024;
+        const CHUNKS: usize = 512;
+        let written = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let writer = {
+            let written = written.clone();
+            async move {
+                read_head(&mut server).await;
+                server
+                    .write_all(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n")
+                    .await
+                    .expect("head");
+                let mut frame = format!("{CHUNK:x}\r\n").into_bytes();
+                frame.extend(std::iter::repeat_n(b'x', CHUNK));
+                frame.extend_from_slice(b"\r\n");
+                for _ in 0..CHUNKS {
+                    server.write_all(&frame).await.expect("chunk");
+                    written.fetch_add(CHUNK, std::sync::atomic::Ordering::SeqCst);
+                }
+                server.write_all(b"0\r\n\r\n").await.expect("end");
+                server
+            }
+        };
+        let writer = tokio::spawn(writer);
+        let body = send(&mut sender, &jobs).await;
+        // Wait until the server cannot write any more.
+        let mut last = usize::MAX;
+        loop {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let now = written.load(std::sync::atomic::Ordering::SeqCst);
+            if now == last {
+                break;
+            }
+            last = now;
+        }
+        assert!(
+            last < 4 * 1024 * 1024,
+            "the server wrote {last} bytes the guest did not read"
+        );
+        let got = tokio::time::timeout(Duration::from_secs(30), body.collect())
+            .await
+            .expect("the rest follows as the guest reads")
+            .expect("body")
+            .to_bytes();
+        assert_eq!(got.len(), CHUNK * CHUNKS);
+        assert!(got.iter().all(|&b| b == b'x'));
+        writer.await.expect("writer");
     }
 
     #[tokio::test]

@@ -5,17 +5,30 @@
 //! queued (up to 64 KiB) at once. The pump is either a task of its own
 //! ([`read_ahead`]) or, for a pooled HTTP/1 connection, part of the task that
 //! drives the connection (`h1_driver`), which saves a hand-off per frame.
+//!
+//! The queue is bounded in bytes as well as in frames: what the guest has not
+//! read yet is better left in the socket's receive buffer (kernel memory,
+//! with TCP's flow control pacing the server) than in the host's heap, where
+//! every frame also keeps alive the read buffer it was cut from.
 
 use bytes::{Bytes, BytesMut};
+use futures::task::AtomicWaker;
 use http_body::{Body, Frame};
 use http_body_util::BodyExt;
 use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use tokio::sync::mpsc;
 use wasmtime_wasi_http::{Error as HttpError, WasiBody};
 
 /// Frames buffered ahead of the guest.
 pub(crate) const QUEUE_FRAMES: usize = 256;
+/// Bytes of data buffered ahead of the guest: the pump waits while the queue
+/// holds this much (so it holds at most this plus one frame). Twice the
+/// guest SDK's read size (`http::CHUNK_BYTES`, 16 KiB), so a guest read
+/// still finds a full read's worth queued while the pump refills.
+pub(crate) const QUEUE_BYTES: usize = 32 * 1024;
 /// Most bytes merged into one frame for the guest.
 const MAX_MERGED: usize = 64 * 1024;
 
@@ -50,31 +63,112 @@ impl Item {
     pub(crate) fn is_err(&self) -> bool {
         matches!(self, Item::Other(other) if other.is_err())
     }
+
+    /// Bytes of data this item holds.
+    fn data_len(&self) -> usize {
+        match self {
+            Item::Data(data) => data.len(),
+            Item::Other(_) => 0,
+        }
+    }
+}
+
+/// The bytes a queue holds, shared by its two ends.
+#[derive(Debug, Default)]
+pub(crate) struct Level {
+    bytes: AtomicUsize,
+    /// The pump, when it waits for room.
+    pump: AtomicWaker,
+}
+
+impl Level {
+    /// Ready while the queue holds less than [`QUEUE_BYTES`]; otherwise the
+    /// pump is woken once the guest has read it below that.
+    pub(crate) fn poll_room(&self, cx: &mut Context<'_>) -> Poll<()> {
+        if self.bytes.load(Ordering::Acquire) < QUEUE_BYTES {
+            return Poll::Ready(());
+        }
+        self.pump.register(cx.waker());
+        // The guest may have read in between: look again after registering.
+        if self.bytes.load(Ordering::Acquire) < QUEUE_BYTES {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }
+
+    fn added(&self, n: usize) {
+        self.bytes.fetch_add(n, Ordering::AcqRel);
+    }
+
+    fn taken(&self, n: usize) {
+        let before = self.bytes.fetch_sub(n, Ordering::AcqRel);
+        if before >= QUEUE_BYTES && before - n < QUEUE_BYTES {
+            self.pump.wake();
+        }
+    }
+}
+
+/// The pump's end of a queue.
+#[derive(Debug, Clone)]
+pub(crate) struct Feed {
+    tx: mpsc::Sender<Item>,
+    level: Arc<Level>,
+}
+
+impl Feed {
+    /// The frame channel (for waiting on room for one more frame, or on
+    /// the guest dropping its end).
+    pub(crate) fn sender(&self) -> &mpsc::Sender<Item> {
+        &self.tx
+    }
+
+    /// The queue's byte level.
+    pub(crate) fn level(&self) -> &Level {
+        &self.level
+    }
+
+    /// Accounts for `item` and turns it into what goes on the channel
+    /// (call just before sending it).
+    pub(crate) fn account(&self, item: Item) -> Item {
+        self.level.added(item.data_len());
+        item
+    }
 }
 
 /// A bounded queue of frames: the pump's end, and the body the guest reads.
-pub(crate) fn queue() -> (mpsc::Sender<Item>, WasiBody) {
+pub(crate) fn queue() -> (Feed, WasiBody) {
     let (tx, rx) = mpsc::channel::<Item>(QUEUE_FRAMES);
-    (tx, Merging { rx, held: None }.boxed_unsync())
+    let level = Arc::new(Level::default());
+    let body = Merging {
+        rx,
+        held: None,
+        level: level.clone(),
+    };
+    (Feed { tx, level }, body.boxed_unsync())
 }
 
 /// Wraps `body` so it is read ahead by a task of its own.
 pub fn read_ahead(body: WasiBody) -> WasiBody {
-    let (tx, out) = queue();
-    tokio::spawn(pump(body, tx));
+    let (feed, out) = queue();
+    tokio::spawn(pump(body, feed));
     out
 }
 
-/// Moves `body`'s frames into `tx` until either ends.
-pub(crate) async fn pump(mut body: WasiBody, tx: mpsc::Sender<Item>) {
+/// Moves `body`'s frames into `feed` until either ends.
+pub(crate) async fn pump(mut body: WasiBody, feed: Feed) {
     loop {
-        // Stop as soon as the guest drops the body, even on an idle stream.
+        // Stop as soon as the guest drops the body, even on an idle stream
+        // or a full queue.
         let frame = tokio::select! {
-            f = body.frame() => f,
-            () = tx.closed() => break,
+            f = async {
+                std::future::poll_fn(|cx| feed.level.poll_room(cx)).await;
+                body.frame().await
+            } => f,
+            () = feed.tx.closed() => break,
         };
         let Some(frame) = frame else { break };
-        if tx.send(frame.into()).await.is_err() {
+        if feed.tx.send(feed.account(frame.into())).await.is_err() {
             break;
         }
     }
@@ -84,6 +178,7 @@ struct Merging {
     rx: mpsc::Receiver<Item>,
     /// A non-data frame (or error) that arrived while merging data.
     held: Option<Box<Polled>>,
+    level: Arc<Level>,
 }
 
 impl Body for Merging {
@@ -117,6 +212,7 @@ impl Body for Merging {
                 Err(_) => break,
             }
         }
+        self.level.taken(len);
         let out = merged.map_or(data, BytesMut::freeze);
         Poll::Ready(Some(Ok(Frame::data(out))))
     }
@@ -132,9 +228,74 @@ mod tests {
         assert!(std::mem::size_of::<Item>() <= std::mem::size_of::<Bytes>() + 8);
     }
 
+    /// Sets its flag when dropped.
+    struct DropFlag(Arc<std::sync::atomic::AtomicBool>);
+
+    impl Drop for DropFlag {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// An endless body of 1 KiB frames, counting the frames pulled from it
+    /// and flagging when it is dropped.
+    fn endless(pulled: Arc<AtomicUsize>, dropped: Arc<std::sync::atomic::AtomicBool>) -> WasiBody {
+        let flag = DropFlag(dropped);
+        let frames = futures::stream::repeat_with(move || {
+            let _keep = &flag;
+            pulled.fetch_add(1, Ordering::SeqCst);
+            Ok::<_, HttpError>(Frame::data(Bytes::from(vec![b'x'; 1024])))
+        });
+        http_body_util::StreamBody::new(frames).boxed_unsync()
+    }
+
+    /// Lets the pump run until it stops pulling.
+    async fn settle(pulled: &AtomicUsize) -> usize {
+        let mut last = usize::MAX;
+        loop {
+            for _ in 0..64 {
+                tokio::task::yield_now().await;
+            }
+            let now = pulled.load(Ordering::SeqCst);
+            if now == last {
+                return now;
+            }
+            last = now;
+        }
+    }
+
+    #[tokio::test]
+    async fn the_pump_stops_once_the_queue_holds_its_bytes_and_goes_on_as_the_guest_reads() {
+        let pulled = Arc::new(AtomicUsize::new(0));
+        let dropped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let mut body = read_ahead(endless(pulled.clone(), dropped.clone()));
+        let full = QUEUE_BYTES / 1024;
+        // The bound is in bytes, well below the frame bound.
+        assert!(full < QUEUE_FRAMES);
+        assert_eq!(
+            settle(&pulled).await,
+            full,
+            "a full queue and not a frame more"
+        );
+        // One guest read takes everything queued, and the pump refills.
+        let read = body.frame().await.expect("a frame").expect("data");
+        assert_eq!(read.into_data().expect("data").len(), full * 1024);
+        assert_eq!(settle(&pulled).await, 2 * full);
+        // A guest that gives up on a full queue ends the pump, which drops
+        // the source (closing its connection).
+        assert!(!dropped.load(Ordering::SeqCst));
+        drop(body);
+        assert_eq!(settle(&pulled).await, 2 * full);
+        assert!(
+            dropped.load(Ordering::SeqCst),
+            "the pump let go of the source"
+        );
+    }
+
     #[tokio::test]
     async fn data_is_merged_and_trailers_and_errors_keep_their_place() {
-        let (tx, mut body) = queue();
+        let (feed, mut body) = queue();
+        let tx = feed.sender();
         let mut trailers = http::HeaderMap::new();
         trailers.insert("x-done", http::HeaderValue::from_static("1"));
         for polled in [
@@ -143,9 +304,9 @@ mod tests {
             Ok(Frame::trailers(trailers)),
             Ok(Frame::data(Bytes::from_static(b"ef"))),
         ] {
-            tx.send(Item::from(polled)).await.unwrap();
+            tx.send(feed.account(Item::from(polled))).await.unwrap();
         }
-        drop(tx);
+        drop(feed);
         let first = body.frame().await.unwrap().unwrap();
         assert_eq!(first.into_data().unwrap(), "abcd");
         let second = body.frame().await.unwrap().unwrap();
