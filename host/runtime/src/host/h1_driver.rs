@@ -159,7 +159,10 @@ impl Future for Driver {
             // A new response means the last one is off the wire (hyper
             // frees the connection once it has decoded a body's end), but its
             // guest may not have read the end yet: that pump goes on in a
-            // task of its own rather than hold up the new body.
+            // task of its own rather than hold up the new body. (A body with
+            // more than the queue's bytes unread is not off the wire: its
+            // connection stays busy until the guest reads, and the pool
+            // opens another meanwhile.)
             if let Poll::Ready(Some(job)) = this.jobs.poll_recv(cx) {
                 if let Some(old) = this.pump.take() {
                     old.detach();
@@ -428,6 +431,34 @@ mod tests {
             .expect("read");
         assert_eq!(n, 0, "EOF from the client");
         assert!(sender.is_closed() || sender.ready().await.is_err());
+    }
+
+    #[tokio::test]
+    async fn a_body_the_guest_drops_on_a_full_queue_closes_the_connection() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let (mut sender, jobs, mut server) = connect(&listener).await;
+        let serve = async move {
+            read_head(&mut server).await;
+            let mut response = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n".to_vec();
+            // Twice the queue's bytes, and the body does not end.
+            for _ in 0..2 * readahead::QUEUE_BYTES / 1024 {
+                response.extend_from_slice(b"400\r\n");
+                response.extend(std::iter::repeat_n(b'x', 1024));
+                response.extend_from_slice(b"\r\n");
+            }
+            server.write_all(&response).await.expect("response");
+            server
+        };
+        let (mut server, body) = tokio::join!(serve, send(&mut sender, &jobs));
+        // Let the driver fill the queue, then give up without reading.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        drop(body);
+        let mut rest = [0u8; 16];
+        let n = tokio::time::timeout(Duration::from_secs(5), server.read(&mut rest))
+            .await
+            .expect("the client closes the connection")
+            .expect("read");
+        assert_eq!(n, 0, "EOF from the client");
     }
 
     #[tokio::test]

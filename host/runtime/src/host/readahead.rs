@@ -9,7 +9,8 @@
 //! The queue is bounded in bytes as well as in frames: what the guest has not
 //! read yet is better left in the socket's receive buffer (kernel memory,
 //! with TCP's flow control pacing the server) than in the host's heap, where
-//! every frame also keeps alive the read buffer it was cut from.
+//! every frame also keeps alive the read buffer it was cut from (the bound
+//! counts the frames' bytes, not those buffers).
 
 use bytes::{Bytes, BytesMut};
 use futures::task::AtomicWaker;
@@ -25,9 +26,11 @@ use wasmtime_wasi_http::{Error as HttpError, WasiBody};
 /// Frames buffered ahead of the guest.
 pub(crate) const QUEUE_FRAMES: usize = 256;
 /// Bytes of data buffered ahead of the guest: the pump waits while the queue
-/// holds this much (so it holds at most this plus one frame). Twice the
-/// guest SDK's read size (`http::CHUNK_BYTES`, 16 KiB), so a guest read
-/// still finds a full read's worth queued while the pump refills.
+/// holds this much, so it holds at most this plus one frame (a frame is at
+/// most one of hyper's reads, its read buffer being 400 KB at most). Twice
+/// the guest SDK's read size (`http::CHUNK_BYTES`, 16 KiB): a guest read
+/// takes everything queued, and the pump refills the queue while the guest
+/// works through that.
 pub(crate) const QUEUE_BYTES: usize = 32 * 1024;
 /// Most bytes merged into one frame for the guest.
 const MAX_MERGED: usize = 64 * 1024;
@@ -102,15 +105,25 @@ impl Level {
     }
 
     fn taken(&self, n: usize) {
-        let before = self.bytes.fetch_sub(n, Ordering::AcqRel);
-        if before >= QUEUE_BYTES && before - n < QUEUE_BYTES {
+        // Saturating: a count that wrapped below zero would read as a full
+        // queue for good and stop the pump.
+        let before = match self
+            .bytes
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |b| {
+                Some(b.saturating_sub(n))
+            }) {
+            Ok(b) | Err(b) => b,
+        };
+        debug_assert!(before >= n, "{n} bytes taken, {before} queued");
+        if before >= QUEUE_BYTES && before.saturating_sub(n) < QUEUE_BYTES {
             self.pump.wake();
         }
     }
 }
 
-/// The pump's end of a queue.
-#[derive(Debug, Clone)]
+/// The pump's end of a queue. Not `Clone`: the level has one waker slot,
+/// for one pump.
+#[derive(Debug)]
 pub(crate) struct Feed {
     tx: mpsc::Sender<Item>,
     level: Arc<Level>,
