@@ -301,8 +301,18 @@ fn closed(s: &Sender) -> bool {
     }
 }
 
+/// Bytes a pooled HTTP/1.1 connection reads from its socket at a time.
+const READ_BYTES: usize = 16 * 1024;
+
 async fn http1_sender(io: Box<dyn AsyncStream>) -> Result<Sender, HttpError> {
-    let (sender, conn) = http1::handshake(TokioIo::new(io)).await?;
+    // Reads of exactly 16 KiB: hyper's default grows a connection's reads up
+    // to 400 KB, and every frame queued for the guest keeps its whole read
+    // buffer alive (100-turn peak 1.2 MB less, streaming unchanged;
+    // docs/server.md).
+    let (sender, conn) = http1::Builder::new()
+        .read_buf_exact_size(Some(READ_BYTES))
+        .handshake(TokioIo::new(io))
+        .await?;
     Ok(Sender::H1(sender, super::h1_driver::spawn(conn)))
 }
 
