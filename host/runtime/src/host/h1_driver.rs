@@ -228,6 +228,17 @@ mod tests {
         }
     }
 
+    /// Asserts that the client closes its connection within 5 s, without
+    /// waiting for another frame from the server.
+    async fn assert_client_closes(server: &mut TcpStream) {
+        let mut rest = [0u8; 16];
+        let n = tokio::time::timeout(Duration::from_secs(5), server.read(&mut rest))
+            .await
+            .expect("the client closes the connection without waiting for a frame")
+            .expect("read");
+        assert_eq!(n, 0, "EOF from the client");
+    }
+
     /// A client connection to `listener`, driven by a [`Driver`].
     async fn connect(listener: &TcpListener) -> (http1::SendRequest<WasiBody>, Jobs, TcpStream) {
         let client = TcpStream::connect(listener.local_addr().expect("addr"));
@@ -424,12 +435,7 @@ mod tests {
         assert_eq!(first.into_data().expect("data"), "hello");
         // The stream goes quiet; the guest gives up on it.
         drop(body);
-        let mut rest = [0u8; 16];
-        let n = tokio::time::timeout(Duration::from_secs(5), server.read(&mut rest))
-            .await
-            .expect("the client closes the connection without waiting for a frame")
-            .expect("read");
-        assert_eq!(n, 0, "EOF from the client");
+        assert_client_closes(&mut server).await;
         assert!(sender.is_closed() || sender.ready().await.is_err());
     }
 
@@ -453,12 +459,7 @@ mod tests {
         // Let the driver fill the queue, then give up without reading.
         tokio::time::sleep(Duration::from_millis(200)).await;
         drop(body);
-        let mut rest = [0u8; 16];
-        let n = tokio::time::timeout(Duration::from_secs(5), server.read(&mut rest))
-            .await
-            .expect("the client closes the connection")
-            .expect("read");
-        assert_eq!(n, 0, "EOF from the client");
+        assert_client_closes(&mut server).await;
     }
 
     #[tokio::test]
