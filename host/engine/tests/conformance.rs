@@ -71,7 +71,7 @@ fn request(case: &Value, fixture: &Value, data: &Value) -> wit::CompletionReques
                 .map(|t| wit::ToolDefinition {
                     name: t["function"]["name"].as_str().unwrap().into(),
                     description: t["function"]["description"].as_str().unwrap_or("").into(),
-                    parameters: t["function"]["parameters"].to_string(),
+                    parameters: t["function"]["parameters"].to_string().into(),
                     defer_loading: false,
                 })
                 .collect()

@@ -380,7 +380,7 @@ async fn a_provider_built_against_0_1_0_is_adapted_to_the_current_host() {
     let mut req = request("openai", format!("{}/v1", llm.base_url()), "gpt-5.4");
     let tool = |name: &str, defer_loading: bool| wit::ToolDefinition {
         name: name.into(),
-        description: format!("{name} tool"),
+        description: format!("{name} tool").into(),
         parameters: r#"{"type":"object","properties":{}}"#.into(),
         defer_loading,
     };
@@ -440,12 +440,13 @@ async fn a_large_request_body_is_streamed_whole_with_its_length() {
         let mut req = request(name, base, "m");
         req.tools = (0..60)
             .map(|i| wit::ToolDefinition {
-                name: format!("tool_{i}"),
-                description: format!("Prüft „{i}“ — ünïcödé in every description ✓"),
+                name: format!("tool_{i}").into(),
+                description: format!("Prüft „{i}“ — ünïcödé in every description ✓").into(),
                 parameters: format!(
                     r#"{{"type":"object","properties":{{"path":{{"type":"string","description":"Pfad Nr. {i} – {}"}}}},"required":["path"]}}"#,
                     "ä".repeat(100)
-                ),
+                )
+                .into(),
                 defer_loading: false,
             })
             .collect();

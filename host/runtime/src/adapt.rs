@@ -11,10 +11,11 @@
 
 use crate::bindings::v0_1_0::provider::turnstone::plugin::provider_types as v1;
 use crate::bindings::v0_2_0::provider::turnstone::plugin0_2_0::provider_types as v2;
+use crate::provider_types::CompletionRequest;
 
 /// A request for a 0.1.0 provider: deferral flags and native search dropped
 /// (the engine asks for native search only where the capabilities offer it).
-pub fn request_to_v1(r: &v2::CompletionRequest) -> v1::CompletionRequest {
+pub fn request_to_v1(r: &CompletionRequest) -> v1::CompletionRequest {
     v1::CompletionRequest {
         provider: r.provider.clone(),
         base_url: r.base_url.clone(),
@@ -24,9 +25,9 @@ pub fn request_to_v1(r: &v2::CompletionRequest) -> v1::CompletionRequest {
             .tools
             .iter()
             .map(|t| v1::ToolDefinition {
-                name: t.name.clone(),
-                description: t.description.clone(),
-                parameters: t.parameters.clone(),
+                name: t.name.to_string(),
+                description: t.description.to_string(),
+                parameters: t.parameters.to_string(),
             })
             .collect(),
         temperature: r.temperature,
@@ -65,19 +66,19 @@ mod tests {
 
     #[test]
     fn a_v1_request_keeps_every_tool_and_drops_the_search_flags() {
-        let r = v2::CompletionRequest {
+        let r = crate::provider_types::CompletionRequest {
             provider: "openai".into(),
             base_url: "http://h/v1".into(),
             model: "m".into(),
             messages: Vec::new(),
             tools: vec![
-                v2::ToolDefinition {
+                crate::provider_types::ToolDefinition {
                     name: "a".into(),
                     description: "d".into(),
                     parameters: "{}".into(),
                     defer_loading: false,
                 },
-                v2::ToolDefinition {
+                crate::provider_types::ToolDefinition {
                     name: "mcp__s__b".into(),
                     description: "e".into(),
                     parameters: "{\"type\":\"object\"}".into(),

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
+use wasmtime::component::{ComponentType, Lift};
 use wasmtime::{Store, Trap, UpdateDeadline};
 
 pub use wtool::{CallContext, Preview, ToolResult};
@@ -326,10 +327,7 @@ impl LoadedPlugin {
         match &self.pre {
             InstancePre::Provider(pre) => {
                 self.run(Arc::new(NullSink), None, async |store| {
-                    let inst = pre.instantiate_async(&mut *store).await?;
-                    inst.turnstone_plugin0_2_0_provider()
-                        .call_build_request(&mut *store, request)
-                        .await
+                    call_with_request(pre, store, "build-request", request).await
                 })
                 .await
             }
@@ -362,10 +360,7 @@ impl LoadedPlugin {
                     if let Some(s) = secrets {
                         store.data_mut().set_call_secrets(s);
                     }
-                    let inst = pre.instantiate_async(&mut *store).await?;
-                    inst.turnstone_plugin0_2_0_provider()
-                        .call_probe(&mut *store, request)
-                        .await
+                    call_with_request(pre, store, "probe", request).await
                 })
                 .await
             }
@@ -394,10 +389,7 @@ impl LoadedPlugin {
             InstancePre::Provider(pre) => {
                 self.run(Arc::new(NullSink), cancel, async |store| {
                     prepare(store);
-                    let inst = pre.instantiate_async(&mut *store).await?;
-                    inst.turnstone_plugin0_2_0_provider()
-                        .call_complete(&mut *store, request)
-                        .await
+                    call_with_request(pre, store, "complete", request).await
                 })
                 .await
             }
@@ -415,6 +407,39 @@ impl LoadedPlugin {
             _ => Err(self.wrong_kind("provider")),
         }
     }
+}
+
+/// The interface a 0.2.0 provider component exports.
+const PROVIDER_V0_2_0: &str = "turnstone:plugin/provider@0.2.0";
+
+/// Instantiates a 0.2.0 provider and calls its export `func`, which takes
+/// one `completion-request` and returns `R`. A typed call in place of
+/// bindgen's `call_*`, which take bindgen's own request record: this one
+/// lowers the host's [`ptypes::CompletionRequest`], whose tool definitions
+/// are shared between requests. The call type-checks the record against the
+/// export's signature, so a record that drifted from the WIT fails here
+/// with a clear error rather than lowering the wrong layout.
+async fn call_with_request<R>(
+    pre: &crate::bindings::v0_2_0::provider::ProviderPluginPre<HostState>,
+    store: &mut Store<HostState>,
+    func: &str,
+    request: &ptypes::CompletionRequest,
+) -> wasmtime::Result<R>
+where
+    R: ComponentType + Lift + Send + Sync + 'static,
+{
+    let instance = pre.instance_pre().instantiate_async(&mut *store).await?;
+    let interface = instance
+        .get_export_index(&mut *store, None, PROVIDER_V0_2_0)
+        .ok_or_else(|| wasmtime::format_err!("the provider exports no {PROVIDER_V0_2_0}"))?;
+    let index = instance
+        .get_export_index(&mut *store, Some(&interface), func)
+        .ok_or_else(|| wasmtime::format_err!("{PROVIDER_V0_2_0} exports no `{func}`"))?;
+    let typed = instance
+        .get_typed_func::<(&ptypes::CompletionRequest,), (R,)>(&mut *store, &index)
+        .map_err(|e| wasmtime::format_err!("`{func}` of {PROVIDER_V0_2_0}: {e}"))?;
+    let (out,) = typed.call_async(&mut *store, (request,)).await?;
+    Ok(out)
 }
 
 impl LoadedPlugin {

@@ -199,28 +199,30 @@ pub struct ToolSpec {
     pub cwd_note: Option<String>,
     /// Workspace note template.
     pub workspace_note: Option<String>,
-    /// `parameters` as JSON text, made once.
+    /// What a model request offers of this tool, made once.
     #[serde(skip)]
-    parameters_text: SchemaText,
+    offered: OfferedText,
 }
 
-/// A tool's schema as JSON text, made on first use and kept: every model
-/// request offers every tool, and serialising the schemas again for each
-/// one was 1.5 % of the server's CPU in a burst of turns. A spec is never
-/// changed once loaded (the registry holds it behind an `Arc`).
+/// A tool's name, description and schema (as JSON text) as model requests
+/// offer them, made on first use and shared by every request: each request
+/// offers every tool, and serialising the schemas again for each one was
+/// 1.5 % of the server's CPU in a burst of turns, while owning a copy of the
+/// text in each request cost about 19 kB per model call in flight. A spec is
+/// never changed once loaded (the registry holds it behind an `Arc`).
 #[derive(Clone, Default)]
-struct SchemaText(std::sync::OnceLock<String>);
+struct OfferedText(std::sync::OnceLock<crate::provider_types::ToolDefinition>);
 
-impl PartialEq for SchemaText {
-    /// Derived from `parameters`, which the spec's equality compares.
+impl PartialEq for OfferedText {
+    /// Derived from the spec's fields, which its equality compares.
     fn eq(&self, _: &Self) -> bool {
         true
     }
 }
 
-impl std::fmt::Debug for SchemaText {
+impl std::fmt::Debug for OfferedText {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("SchemaText")
+        f.write_str("OfferedText")
     }
 }
 
@@ -228,17 +230,37 @@ impl ToolSpec {
     /// The argument schema as JSON text (`parameters` serialised once; a
     /// spec's `parameters` must not change after this was first called).
     pub fn parameters_text(&self) -> &str {
-        let text = self
-            .parameters_text
+        &self.offered().parameters
+    }
+
+    /// The tool as a model request offers it (not deferred), its text shared
+    /// with every other request (made once; a spec's name, description and
+    /// `parameters` must not change after this was first called).
+    pub fn definition(&self) -> crate::provider_types::ToolDefinition {
+        self.offered().clone()
+    }
+
+    fn offered(&self) -> &crate::provider_types::ToolDefinition {
+        let offered = self
+            .offered
             .0
-            .get_or_init(|| self.parameters.to_string());
+            .get_or_init(|| crate::provider_types::ToolDefinition {
+                name: self.name.as_str().into(),
+                description: self.description.as_str().into(),
+                parameters: self.parameters.to_string().into(),
+                defer_loading: false,
+            });
         debug_assert_eq!(
-            *text,
-            self.parameters.to_string(),
-            "tool {}: parameters changed after their text was made",
+            (&*offered.name, &*offered.description, &*offered.parameters),
+            (
+                self.name.as_str(),
+                self.description.as_str(),
+                self.parameters.to_string().as_str()
+            ),
+            "tool {}: changed after its text was made",
             self.name
         );
-        text
+        offered
     }
 
     /// Normalises raw model arguments: a JSON object passes through unchanged
@@ -462,7 +484,7 @@ fn convert_spec(
         kind_variants,
         cwd_note: s.cwd_note,
         workspace_note: s.workspace_note,
-        parameters_text: SchemaText::default(),
+        offered: OfferedText::default(),
     })
 }
 
@@ -778,13 +800,14 @@ mod tests {
             kind_variants: None,
             cwd_note: None,
             workspace_note: None,
-            parameters_text: SchemaText::default(),
+            offered: OfferedText::default(),
         }
     }
 
     #[test]
-    fn the_schema_text_is_the_schema_serialised_once() {
+    fn the_offered_text_is_made_once_and_shared_by_every_request() {
         let mut s = spec(None);
+        s.description = "Reads a file.".into();
         s.parameters =
             serde_json::json!({"type": "object", "properties": {"path": {"type": "string"}}});
         let first = s.parameters_text();
@@ -792,10 +815,19 @@ mod tests {
         assert_eq!(back, s.parameters);
         // The second call hands out the same text, not a new serialisation.
         assert!(std::ptr::eq(first, s.parameters_text()));
+        // Two requests' definitions point at one copy of each text.
+        let (a, b) = (s.definition(), s.definition());
+        assert_eq!(
+            (&*a.name, &*a.description, &*a.parameters, a.defer_loading),
+            ("t", "Reads a file.", first, false)
+        );
+        assert!(Arc::ptr_eq(&a.name, &b.name));
+        assert!(Arc::ptr_eq(&a.description, &b.description));
+        assert!(Arc::ptr_eq(&a.parameters, &b.parameters));
         // Whether the text was made yet does not change what a spec equals.
         let fresh = spec(None);
         let used = spec(None);
-        used.parameters_text();
+        used.definition();
         assert_eq!(fresh, used);
     }
 

@@ -129,8 +129,9 @@ impl ChatSession {
                 description: format!(
                     "Search {} more tools (from MCP servers) that are not listed here, by what they do. Found tools become callable right away.",
                     tools.len()
-                ),
-                parameters: tool_search_parameters().to_string(),
+                )
+                .into(),
+                parameters: tool_search_parameters().to_string().into(),
                 defer_loading: false,
             });
         }
@@ -139,9 +140,9 @@ impl ChatSession {
                 continue;
             }
             out.push(wit::ToolDefinition {
-                name: t.prefixed.clone(),
-                description: format!("[MCP: {}] {}", server.name, t.description),
-                parameters: t.schema_text.to_string(),
+                name: t.prefixed.as_str().into(),
+                description: format!("[MCP: {}] {}", server.name, t.description).into(),
+                parameters: t.schema_text.clone(),
                 defer_loading: searching && native,
             });
         }
@@ -171,13 +172,15 @@ impl ChatSession {
                 description: format!(
                     "Read a resource from an MCP server by URI.\n<mcp-resources>\n{}\n</mcp-resources>",
                     lines.join("\n")
-                ),
+                )
+                .into(),
                 parameters: serde_json::json!({
                     "type": "object",
                     "properties": {"uri": {"type": "string", "description": "The resource URI to read."}},
                     "required": ["uri"]
                 })
-                .to_string(),
+                .to_string()
+                .into(),
                 defer_loading: false,
             });
         }
@@ -212,7 +215,8 @@ impl ChatSession {
                 description: format!(
                     "Expand a prompt template from an MCP server into messages.\n<mcp-prompts>\n{}\n</mcp-prompts>",
                     lines.join("\n")
-                ),
+                )
+                .into(),
                 parameters: serde_json::json!({
                     "type": "object",
                     "properties": {
@@ -221,7 +225,8 @@ impl ChatSession {
                     },
                     "required": ["name"]
                 })
-                .to_string(),
+                .to_string()
+                .into(),
                 defer_loading: false,
             });
         }

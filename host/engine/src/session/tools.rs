@@ -114,22 +114,23 @@ impl ChatSession {
             .tools()
             .filter(|t| self.offers(t))
             .map(|t| {
-                let mut description = t.description.clone();
-                let ws = self.cfg.workspace.display().to_string();
-                for note in [&t.cwd_note, &t.workspace_note].into_iter().flatten() {
-                    description.push(' ');
-                    description.push_str(
-                        &note
-                            .replace("{working_dir}", &ws)
-                            .replace("{workspace_dir}", &ws),
-                    );
+                let mut def = t.definition();
+                let notes = [&t.cwd_note, &t.workspace_note];
+                if notes.iter().any(|n| n.is_some()) {
+                    // The only text a session does not share with the others.
+                    let ws = self.cfg.workspace.display().to_string();
+                    let mut description = t.description.clone();
+                    for note in notes.into_iter().flatten() {
+                        description.push(' ');
+                        description.push_str(
+                            &note
+                                .replace("{working_dir}", &ws)
+                                .replace("{workspace_dir}", &ws),
+                        );
+                    }
+                    def.description = description.into();
                 }
-                wit::ToolDefinition {
-                    name: t.name.clone(),
-                    description,
-                    parameters: t.parameters_text().to_owned(),
-                    defer_loading: false,
-                }
+                def
             })
             .collect()
     }
