@@ -437,7 +437,7 @@ where
         .ok_or_else(|| wasmtime::format_err!("{PROVIDER_V0_2_0} exports no `{func}`"))?;
     let typed = instance
         .get_typed_func::<(&ptypes::CompletionRequest,), (R,)>(&mut *store, &index)
-        .map_err(|e| wasmtime::format_err!("`{func}` of {PROVIDER_V0_2_0}: {e}"))?;
+        .map_err(|e| wasmtime::format_err!("`{func}` of {PROVIDER_V0_2_0}: {e:#}"))?;
     let (out,) = typed.call_async(&mut *store, (request,)).await?;
     Ok(out)
 }
