@@ -16,6 +16,9 @@ pub struct McpTool {
     /// tool with this text, so it is written once when the server lists its
     /// tools, and clones share it.
     pub schema_text: Arc<str>,
+    /// The description as every model request offers it (`[MCP: {server}]`
+    /// before it), made once and shared by the requests like the schema.
+    pub offered_description: Arc<str>,
 }
 
 impl McpTool {
@@ -25,10 +28,12 @@ impl McpTool {
         // the type total.
         let schema_text = serde_json::to_string(&*t.input_schema)
             .unwrap_or_else(|_| String::from("{\"type\":\"object\"}"));
+        let description = t.description.map(|d| d.to_string()).unwrap_or_default();
         Self {
             prefixed: format!("mcp__{server}__{}", t.name),
             name: t.name.to_string(),
-            description: t.description.map(|d| d.to_string()).unwrap_or_default(),
+            offered_description: format!("[MCP: {server}] {description}").into(),
+            description,
             schema_text: schema_text.into(),
         }
     }
@@ -53,6 +58,14 @@ mod tests {
         assert_eq!(tool.prefixed, "mcp__fs__read_file");
         assert_eq!(tool.name, "read_file");
         assert_eq!(tool.description, "Reads a file.");
+        assert_eq!(&*tool.offered_description, "[MCP: fs] Reads a file.");
+        // Clones (one per request) share the offered text.
+        let again = tool.clone();
+        assert!(Arc::ptr_eq(
+            &tool.offered_description,
+            &again.offered_description
+        ));
+        assert!(Arc::ptr_eq(&tool.schema_text, &again.schema_text));
         // The same text the schema's own serialisation gives.
         assert_eq!(&*tool.schema_text, schema.to_string());
         let back: serde_json::Value =

@@ -135,13 +135,13 @@ impl ChatSession {
                 defer_loading: false,
             });
         }
-        for (server, t) in &tools {
+        for (_, t) in &tools {
             if client_side && !self.found_tools.contains(&t.prefixed) {
                 continue;
             }
             out.push(wit::ToolDefinition {
                 name: t.prefixed.as_str().into(),
-                description: format!("[MCP: {}] {}", server.name, t.description).into(),
+                description: t.offered_description.clone(),
                 parameters: t.schema_text.clone(),
                 defer_loading: searching && native,
             });
