@@ -305,11 +305,12 @@ fn closed(s: &Sender) -> bool {
 const READ_BYTES: usize = 4 * 1024;
 
 async fn http1_sender(io: Box<dyn AsyncStream>) -> Result<Sender, HttpError> {
-    // Reads of exactly one page. hyper's default grows a connection's reads
-    // up to 400 KB, and a frame queued for the guest keeps its whole read
-    // buffer alive, so hyper allocates another for its next read: a whole
-    // fresh buffer even for the read that only waits for the next response
-    // on an idle connection. The guest does not see the size: the read-ahead
+    // Reads of exactly 4 KiB. The size is fixed because hyper's default
+    // grows a connection's reads up to 400 KB; it is small because a frame
+    // queued for the guest keeps its whole read buffer alive, so hyper
+    // allocates a fresh buffer for its next read, even for the read that
+    // only waits for the next response on an idle connection, and every such
+    // buffer is READ_BYTES. The guest does not see the size: the read-ahead
     // queue merges frames for each guest read. Against 16 KiB: the 100-turn
     // peak 1-2 MB lower, streaming and CPU per turn unchanged (docs/server.md).
     let (sender, conn) = http1::Builder::new()
