@@ -17,18 +17,25 @@
 //! deleted workstream, a full disk), its saves are retried one by one, each
 //! in its own transaction, so each caller gets its own result and one bad
 //! row does not fail the others.
+//!
+//! Model usage rows (one per model call, written as each call ends) take
+//! the same queue: in a burst they were most of the write transactions,
+//! each holding the write gate while the turns' saves waited behind it. A
+//! usage row that finds nothing in flight is written at once, on its own,
+//! as before.
 
 use crate::error::{Result, StorageError};
 use crate::sqlite::SqliteStore;
-use crate::types::NewTurn;
-use crate::write_gate::{WriteGate, WriteTx};
+use crate::types::{NewTurn, UsageEvent};
+use crate::write_gate::{WriteConn, WriteGate, WriteTx};
 use sqlx::sqlite::SqlitePool;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::oneshot;
 
-/// Most saves written in one transaction: the transaction holds the write
-/// gate, so a very long group would delay other writers (settings, usage).
+/// Most saves (and, beside them, most usage rows) written in one
+/// transaction: the transaction holds the write gate, so a very long group
+/// would delay other writers (settings, memories).
 const MAX_GROUP: usize = 256;
 
 /// One turn waiting to be saved.
@@ -38,9 +45,17 @@ struct Save {
     done: oneshot::Sender<Result<i64>>,
 }
 
+/// One model call's usage row waiting to be written.
+struct UsageSave {
+    event: UsageEvent,
+    done: oneshot::Sender<Result<()>>,
+}
+
 #[derive(Default)]
 struct Queue {
     pending: Vec<Save>,
+    /// Usage rows, written in the same transactions as the saves.
+    usage: Vec<UsageSave>,
     /// A writer task is running; it takes whatever is pending before it ends.
     writing: bool,
 }
@@ -64,6 +79,20 @@ impl Writer {
         ))
     }
 
+    /// A connection for one autocommit statement, queued behind this
+    /// process's other writers.
+    pub(crate) async fn write_conn(&self) -> Result<WriteConn<sqlx::Sqlite>> {
+        let turn = self.gate.enter().await?;
+        Ok(WriteConn::new(self.pool.acquire().await?, turn))
+    }
+
+    /// One usage row on its own, in autocommit: nothing reads it back at
+    /// once, so it needs no explicit transaction (see `save_single`).
+    async fn usage_single(&self, event: &UsageEvent) -> Result<()> {
+        SqliteStore::insert_usage_rows(&mut *self.write_conn().await?, &[event]).await?;
+        Ok(())
+    }
+
     /// One turn in a transaction of its own. An explicit transaction: when
     /// COMMIT answers, every other connection sees the turn. In autocommit a
     /// reader on another connection sometimes missed it: with `RETURNING`
@@ -77,11 +106,21 @@ impl Writer {
         Ok(id)
     }
 
-    /// All of `group` in `tx`, committed; the ids in `group`'s order.
-    async fn save_group(&self, mut tx: WriteTx<sqlx::Sqlite>, group: &[Save]) -> Result<Vec<i64>> {
+    /// All of `group` and `usage` in `tx`, committed; the turns' ids in
+    /// `group`'s order.
+    async fn save_group(
+        &self,
+        mut tx: WriteTx<sqlx::Sqlite>,
+        group: &[Save],
+        usage: &[UsageSave],
+    ) -> Result<Vec<i64>> {
         let rows: Vec<(&str, &NewTurn)> =
             group.iter().map(|s| (s.ws_id.as_str(), &s.turn)).collect();
         let ids = SqliteStore::insert_rows(&mut tx, &rows).await?;
+        if !usage.is_empty() {
+            let events: Vec<&UsageEvent> = usage.iter().map(|u| &u.event).collect();
+            SqliteStore::insert_usage_rows(&mut tx, &events).await?;
+        }
         if ids.len() != group.len() {
             // Not expected (every row is inserted or the statement fails);
             // the one-by-one path then tells each caller what happened.
@@ -132,23 +171,51 @@ impl GroupCommit {
         self.grouped.load(Ordering::Relaxed)
     }
 
-    /// Saves waiting for a writer to take them.
+    /// Saves and usage rows waiting for a writer to take them.
     #[cfg(test)]
     fn pending(&self) -> usize {
-        lock(&self.queue).pending.len()
+        let q = lock(&self.queue);
+        q.pending.len() + q.usage.len()
     }
 
     /// Saves `turn` (already validated) with whatever other saves are
     /// waiting; returns its id once it is committed.
     pub(crate) async fn save(&self, ws_id: &str, turn: &NewTurn) -> Result<i64> {
         let (done, answer) = oneshot::channel();
-        let start = {
-            let mut q = lock(&self.queue);
+        self.enqueue(|q| {
             q.pending.push(Save {
                 ws_id: ws_id.to_string(),
                 turn: turn.clone(),
                 done,
-            });
+            })
+        });
+        // The writer answers every save it takes; it is gone only if the
+        // runtime shut down under it.
+        answer
+            .await
+            .unwrap_or(Err(StorageError::Database(sqlx::Error::WorkerCrashed)))
+    }
+
+    /// Writes one model call's usage row with whatever saves and usage rows
+    /// are waiting; returns once it is committed.
+    pub(crate) async fn record_usage(&self, event: &UsageEvent) -> Result<()> {
+        let (done, answer) = oneshot::channel();
+        self.enqueue(|q| {
+            q.usage.push(UsageSave {
+                event: event.clone(),
+                done,
+            })
+        });
+        answer
+            .await
+            .unwrap_or(Err(StorageError::Database(sqlx::Error::WorkerCrashed)))
+    }
+
+    /// Adds to the queue and starts a writer if none runs.
+    fn enqueue(&self, add: impl FnOnce(&mut Queue)) {
+        let start = {
+            let mut q = lock(&self.queue);
+            add(&mut q);
             !std::mem::replace(&mut q.writing, true)
         };
         if start {
@@ -156,11 +223,6 @@ impl GroupCommit {
             // cancelled must not abandon the others' saves.
             tokio::spawn(self.clone().write());
         }
-        // The writer answers every save it takes; it is gone only if the
-        // runtime shut down under it.
-        answer
-            .await
-            .unwrap_or(Err(StorageError::Database(sqlx::Error::WorkerCrashed)))
     }
 
     /// Writes groups until nothing is pending.
@@ -170,22 +232,23 @@ impl GroupCommit {
         // an error when their senders drop.
         let mut running = Running(Some(&self.queue));
         loop {
-            let group: Vec<Save> = {
+            let (group, usage): (Vec<Save>, Vec<UsageSave>) = {
                 let mut q = lock(&self.queue);
-                if q.pending.is_empty() {
+                if q.pending.is_empty() && q.usage.is_empty() {
                     q.writing = false;
                     running.0 = None;
                     return;
                 }
                 let n = q.pending.len().min(MAX_GROUP);
-                q.pending.drain(..n).collect()
+                let m = q.usage.len().min(MAX_GROUP);
+                (q.pending.drain(..n).collect(), q.usage.drain(..m).collect())
             };
-            self.write_group(group).await;
+            self.write_group(group, usage).await;
         }
     }
 
-    async fn write_group(&self, group: Vec<Save>) {
-        if group.len() > 1 {
+    async fn write_group(&self, group: Vec<Save>, usage: Vec<UsageSave>) {
+        if group.len() + usage.len() > 1 {
             let tx = match self.writer.begin_write().await {
                 Ok(tx) => tx,
                 Err(e) => {
@@ -195,26 +258,36 @@ impl GroupCommit {
                     for save in group {
                         let _ = save.done.send(Err(same_kind(&e)));
                     }
+                    for u in usage {
+                        let _ = u.done.send(Err(same_kind(&e)));
+                    }
                     return;
                 }
             };
-            match self.writer.save_group(tx, &group).await {
+            match self.writer.save_group(tx, &group, &usage).await {
                 Ok(ids) => {
                     self.grouped.fetch_add(1, Ordering::Relaxed);
                     for (save, id) in group.into_iter().zip(ids) {
                         let _ = save.done.send(Ok(id));
                     }
+                    for u in usage {
+                        let _ = u.done.send(Ok(()));
+                    }
                     return;
                 }
                 Err(e) => tracing::debug!(
-                    "a group of {} turn saves failed ({e}); saving them one by one",
-                    group.len()
+                    "a group of {} turn saves and {} usage rows failed ({e}); writing them one by one",
+                    group.len(),
+                    usage.len()
                 ),
             }
         }
         for save in group {
             let result = self.writer.save_single(&save.ws_id, &save.turn).await;
             let _ = save.done.send(result);
+        }
+        for u in usage {
+            let _ = u.done.send(self.writer.usage_single(&u.event).await);
         }
     }
 }
@@ -247,7 +320,7 @@ impl Drop for Running<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::{TurnStore, WorkstreamStore};
+    use crate::backend::{OpsStore, TurnStore, WorkstreamStore};
     use crate::types::{LoadMode, NewWorkstream, Role};
     use std::collections::HashMap;
     use std::time::Duration;
@@ -350,6 +423,114 @@ mod tests {
             }
         }
         assert_eq!(rows, 41);
+    }
+
+    fn usage(db: &Arc<SqliteStore>, ws: &str, tokens: i64) -> tokio::task::JoinHandle<Result<()>> {
+        let db = db.clone();
+        let event = UsageEvent {
+            user_id: Some("u1".into()),
+            ws_id: Some(ws.to_string()),
+            model: Some(format!("model-{tokens}")),
+            prompt_tokens: tokens,
+            completion_tokens: tokens + 1,
+            purpose: if tokens % 2 == 0 {
+                String::new()
+            } else {
+                "title".into()
+            },
+            ..UsageEvent::default()
+        };
+        tokio::spawn(async move { db.record_usage(&event).await })
+    }
+
+    /// The usage rows written, in order: model, tokens in and out, purpose.
+    async fn usage_rows(db: &SqliteStore) -> Vec<(String, i64, i64, String)> {
+        sqlx::query_as(
+            "SELECT model, prompt_tokens, completion_tokens, purpose FROM usage_events ORDER BY prompt_tokens",
+        )
+        .fetch_all(&db.pool)
+        .await
+        .unwrap()
+    }
+
+    fn expected_usage(tokens: impl IntoIterator<Item = i64>) -> Vec<(String, i64, i64, String)> {
+        tokens
+            .into_iter()
+            .map(|t| {
+                let purpose = if t % 2 == 0 { "turn" } else { "title" };
+                (format!("model-{t}"), t, t + 1, purpose.to_string())
+            })
+            .collect()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn usage_rows_that_wait_commit_in_the_saves_group() {
+        let (_dir, db) = store().await;
+        let ws = workstream(&db).await;
+        let (held, first) = with_writer_waiting(&db, &ws).await;
+        let saves: Vec<_> = (0..3).map(|i| save(&db, &ws, format!("t{i}"))).collect();
+        let rows: Vec<_> = (10..15).map(|t| usage(&db, &ws, t)).collect();
+        until_pending(&db, 8).await;
+        // Nothing of them is written while the writer waits for the lock.
+        assert!(usage_rows(&db).await.is_empty());
+        drop(held);
+        first.await.unwrap().2.unwrap();
+        for task in saves {
+            let (_, text, r) = task.await.unwrap();
+            r.unwrap_or_else(|e| panic!("{text}: {e}"));
+        }
+        for task in rows {
+            task.await.unwrap().unwrap();
+        }
+        assert_eq!(
+            db.saves.grouped(),
+            1,
+            "the three saves and five usage rows were one group"
+        );
+        assert_eq!(usage_rows(&db).await, expected_usage(10..15));
+        assert_eq!(db.count_turns(&ws).await.unwrap(), 4);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_lone_usage_row_is_written_at_once_and_groups_of_usage_alone_commit() {
+        let (_dir, db) = store().await;
+        let ws = workstream(&db).await;
+        usage(&db, &ws, 2).await.unwrap().unwrap();
+        assert_eq!(usage_rows(&db).await, expected_usage([2]));
+        assert_eq!(db.saves.grouped(), 0, "a row alone is not a group");
+        // Usage rows with no save beside them still go out together.
+        let (held, first) = with_writer_waiting(&db, &ws).await;
+        let rows: Vec<_> = (3..7).map(|t| usage(&db, &ws, t)).collect();
+        until_pending(&db, 4).await;
+        drop(held);
+        first.await.unwrap().2.unwrap();
+        for task in rows {
+            task.await.unwrap().unwrap();
+        }
+        assert_eq!(db.saves.grouped(), 1);
+        assert_eq!(usage_rows(&db).await, expected_usage(2..7));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_bad_save_in_a_group_leaves_its_usage_rows_written() {
+        let (_dir, db) = store().await;
+        let ws = workstream(&db).await;
+        let (held, first) = with_writer_waiting(&db, &ws).await;
+        let bad = save(&db, "no-such-workstream", "lost".into());
+        let rows: Vec<_> = (20..23).map(|t| usage(&db, &ws, t)).collect();
+        until_pending(&db, 4).await;
+        drop(held);
+        first.await.unwrap().2.unwrap();
+        let (_, _, r) = bad.await.unwrap();
+        assert!(
+            matches!(r, Err(StorageError::UnknownWorkstream(_))),
+            "{r:?}"
+        );
+        for task in rows {
+            task.await.unwrap().unwrap();
+        }
+        assert_eq!(usage_rows(&db).await, expected_usage(20..23));
+        assert_eq!(db.saves.grouped(), 0, "the failed group was not counted");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

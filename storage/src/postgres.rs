@@ -65,6 +65,12 @@ impl PgStore {
         Ok(WriteConn::new(self.pool.acquire().await?, None))
     }
 
+    /// One model call's usage, written at once (the SQLite store batches).
+    pub(crate) async fn record_usage_row(&self, u: &crate::types::UsageEvent) -> Result<()> {
+        Self::insert_usage_rows(&mut *self.write_conn().await?, &[u]).await?;
+        Ok(())
+    }
+
     pub(crate) async fn search_impl(
         &self,
         tokens: &[String],

@@ -17,7 +17,7 @@ use crate::ops::turns::impl_turn_store;
 use crate::ops::watches::impl_watch_store;
 use crate::ops::workstreams::impl_workstream_store;
 use crate::types::SearchFilter;
-use crate::write_gate::{WriteConn, WriteGate, WriteTx};
+use crate::write_gate::{WriteGate, WriteTx};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
     SqliteSynchronous,
@@ -30,8 +30,6 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
 /// SQLite-backed storage.
 pub struct SqliteStore {
     pub(crate) pool: SqlitePool,
-    /// One writer of this process at a time (see `write_gate`).
-    gate: WriteGate,
     /// Turn saves, committed in groups under load (see `group_commit`).
     pub(crate) saves: GroupCommit,
 }
@@ -87,9 +85,9 @@ impl SqliteStore {
         let gate = WriteGate::single();
         let saves = GroupCommit::new(Writer {
             pool: pool.clone(),
-            gate: gate.clone(),
+            gate,
         });
-        Ok(Self { pool, gate, saves })
+        Ok(Self { pool, saves })
     }
 
     /// Write transactions take the lock up front (`BEGIN IMMEDIATE`) so a
@@ -103,11 +101,10 @@ impl SqliteStore {
         self.saves.save(ws_id, turn).await
     }
 
-    /// A connection for a single-statement write on a hot path (one per
-    /// turn), queued behind this process's other writers.
-    pub(crate) async fn write_conn(&self) -> Result<WriteConn<sqlx::Sqlite>> {
-        let turn = self.gate.enter().await?;
-        Ok(WriteConn::new(self.pool.acquire().await?, turn))
+    /// One model call's usage, committed with the saves and usage rows that
+    /// wait beside it.
+    pub(crate) async fn record_usage_row(&self, u: &crate::types::UsageEvent) -> Result<()> {
+        self.saves.record_usage(u).await
     }
 
     pub(crate) async fn search_impl(

@@ -18,6 +18,10 @@
 //! `cold`, `idle`, `sequential`, `quiet`, `loaded`, `concurrent`, `inflight`, `thousand`, `overload`,
 //! `fanout`;
 //! `TURNSTONE_BENCH_SEQ_TURNS` sets the sequential section's turn count (60).
+//! `TURNSTONE_BENCH_PERF_CTL=<fifo>` writes `enable` to that FIFO when a
+//! burst (`concurrent`, `thousand`) starts and `disable` when it ends, so a
+//! `perf record -D -1 --control fifo:<fifo>` (or `perf stat`) started beside
+//! the bench measures the bursts alone, not the set-up around them.
 
 #[path = "support/peak.rs"]
 mod peak;
@@ -80,6 +84,24 @@ impl BurstCpu {
             self.contents as f64 / n as f64,
             self.peak
         )
+    }
+}
+
+/// Tells a `perf` waiting on `TURNSTONE_BENCH_PERF_CTL` to `enable` or
+/// `disable` its events. Best effort: with no FIFO, or no `perf` reading it,
+/// nothing happens. Opened for reading as well, which on Linux never waits
+/// for a reader (a write-only open would block until `perf` opens it).
+fn perf_ctl(command: &str) {
+    use std::io::Write;
+    let Ok(path) = std::env::var("TURNSTONE_BENCH_PERF_CTL") else {
+        return;
+    };
+    let fifo = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path);
+    if let Ok(mut fifo) = fifo {
+        let _ = writeln!(fifo, "{command}");
     }
 }
 
@@ -159,6 +181,7 @@ async fn concurrent_turns(
     let server = srv.pid().to_string();
     let (server_cpu, bench_cpu) = (cpu_ms(&server), cpu_ms("self"));
     let sampler = peak::PeakSampler::start(srv.pid());
+    perf_ctl("enable");
     let t = Instant::now();
     let ttfc = join_all(
         ids.iter()
@@ -174,6 +197,7 @@ async fn concurrent_turns(
     )
     .await;
     let wall = t.elapsed().as_secs_f64() * 1000.0;
+    perf_ctl("disable");
     let peak = sampler.finish();
     let seen = streams.iter().flat_map(|ev| ev.seen.iter());
     let cpu = BurstCpu {

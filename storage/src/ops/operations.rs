@@ -7,6 +7,43 @@
 /// is unused but kept so every domain macro has the same signature.
 macro_rules! impl_ops_store {
     ($store:ty, $db:ty) => {
+        impl $store {
+            /// Inserts `rows` into `usage_events` in one statement (a batch
+            /// when a group commit writes several), stamped now.
+            pub(crate) async fn insert_usage_rows(
+                conn: &mut <$db as sqlx::Database>::Connection,
+                rows: &[&$crate::types::UsageEvent],
+            ) -> std::result::Result<(), sqlx::Error> {
+                let now = $crate::util::now();
+                for chunk in rows.chunks(500) {
+                    let mut qb = sqlx::QueryBuilder::<$db>::new(
+                        "INSERT INTO usage_events (timestamp, user_id, ws_id, model, prompt_tokens, completion_tokens, cached_tokens, \
+                         reasoning_tokens, tool_calls, model_alias, cache_creation_tokens, latency_ms, purpose) ",
+                    );
+                    qb.push_values(chunk, |mut b, u| {
+                        b.push_bind(now.clone())
+                            .push_bind(u.user_id.clone())
+                            .push_bind(u.ws_id.clone())
+                            .push_bind(u.model.clone())
+                            .push_bind(u.prompt_tokens)
+                            .push_bind(u.completion_tokens)
+                            .push_bind(u.cached_tokens)
+                            .push_bind(u.reasoning_tokens)
+                            .push_bind(u.tool_calls)
+                            .push_bind(u.model_alias.clone())
+                            .push_bind(u.cache_creation_tokens)
+                            .push_bind(u.latency_ms)
+                            .push_bind(if u.purpose.is_empty() { "turn".to_string() } else { u.purpose.clone() });
+                    });
+                    // Only the one-row statement is worth a place in the
+                    // connection's statement cache (each row count is a
+                    // statement of its own).
+                    qb.build().persistent(chunk.len() == 1).execute(&mut *conn).await?;
+                }
+                Ok(())
+            }
+        }
+
         #[async_trait::async_trait]
         impl $crate::backend::OpsStore for $store {
             async fn append_audit(&self, e: &$crate::types::AuditEntry) -> $crate::error::Result<i64> {
@@ -52,27 +89,7 @@ macro_rules! impl_ops_store {
             }
 
             async fn record_usage(&self, u: &$crate::types::UsageEvent) -> $crate::error::Result<()> {
-                sqlx::query(
-                    "INSERT INTO usage_events (timestamp, user_id, ws_id, model, prompt_tokens, completion_tokens, cached_tokens, \
-                     reasoning_tokens, tool_calls, model_alias, cache_creation_tokens, latency_ms, purpose) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
-                )
-                .bind($crate::util::now())
-                .bind(&u.user_id)
-                .bind(&u.ws_id)
-                .bind(&u.model)
-                .bind(u.prompt_tokens)
-                .bind(u.completion_tokens)
-                .bind(u.cached_tokens)
-                .bind(u.reasoning_tokens)
-                .bind(u.tool_calls)
-                .bind(&u.model_alias)
-                .bind(u.cache_creation_tokens)
-                .bind(u.latency_ms)
-                .bind(if u.purpose.is_empty() { "turn" } else { u.purpose.as_str() })
-                .execute(&mut *self.write_conn().await?)
-                .await?;
-                Ok(())
+                self.record_usage_row(u).await
             }
 
             async fn usage_summary(
