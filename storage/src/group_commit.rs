@@ -1,4 +1,4 @@
-//! Group commit of turn saves, for SQLite.
+//! Group commit of turn saves and model usage rows, for SQLite.
 //!
 //! Every turn saves its messages as they complete, each in a write
 //! transaction of its own, and SQLite has one writer at a time. When many
@@ -86,8 +86,12 @@ impl Writer {
         Ok(WriteConn::new(self.pool.acquire().await?, turn))
     }
 
-    /// One usage row on its own, in autocommit: nothing reads it back at
-    /// once, so it needs no explicit transaction (see `save_single`).
+    /// One usage row on its own, in autocommit as before this queue (one
+    /// statement, not three). Unlike a save, a usage row is read only by
+    /// later summaries, never right after it is written, so it does not need
+    /// the visibility an explicit transaction guarantees (see `save_single`).
+    /// A row may therefore show on other connections a moment after this
+    /// returns; the tests wait for it.
     async fn usage_single(&self, event: &UsageEvent) -> Result<()> {
         SqliteStore::insert_usage_rows(&mut *self.write_conn().await?, &[event]).await?;
         Ok(())
@@ -135,13 +139,14 @@ impl Writer {
     }
 }
 
-/// The saves of one store, committed in groups.
+/// The saves and usage rows of one store, committed in groups.
 #[derive(Clone)]
 pub(crate) struct GroupCommit {
     /// Also the store's way to begin its other write transactions.
     pub(crate) writer: Writer,
     queue: Arc<Mutex<Queue>>,
-    /// Groups of more than one save committed in one transaction.
+    /// Groups of more than one row (saves and usage rows together)
+    /// committed in one transaction.
     grouped: Arc<AtomicU64>,
 }
 
@@ -165,7 +170,7 @@ impl GroupCommit {
         }
     }
 
-    /// Groups of more than one save committed together so far.
+    /// Groups of more than one row committed together so far.
     #[cfg(test)]
     fn grouped(&self) -> u64 {
         self.grouped.load(Ordering::Relaxed)
@@ -340,7 +345,8 @@ mod tests {
         r.ws_id
     }
 
-    /// Waits until `n` saves are queued (the writer then waits on the gate).
+    /// Waits until `n` saves and usage rows are queued (the writer then waits
+    /// on the gate).
     async fn until_pending(db: &SqliteStore, n: usize) {
         for _ in 0..5_000 {
             if db.saves.pending() == n {
@@ -348,7 +354,10 @@ mod tests {
             }
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
-        panic!("{n} saves never queued (now {})", db.saves.pending());
+        panic!(
+            "{n} saves and usage rows never queued (now {})",
+            db.saves.pending()
+        );
     }
 
     fn save(
@@ -425,42 +434,102 @@ mod tests {
         assert_eq!(rows, 41);
     }
 
-    fn usage(db: &Arc<SqliteStore>, ws: &str, tokens: i64) -> tokio::task::JoinHandle<Result<()>> {
-        let db = db.clone();
-        let event = UsageEvent {
-            user_id: Some("u1".into()),
+    /// A usage row whose every field follows from `n` (its ws `ws`).
+    fn event(ws: &str, n: i64) -> UsageEvent {
+        UsageEvent {
+            user_id: Some(format!("user-{n}")),
             ws_id: Some(ws.to_string()),
-            model: Some(format!("model-{tokens}")),
-            prompt_tokens: tokens,
-            completion_tokens: tokens + 1,
-            purpose: if tokens % 2 == 0 {
+            model: Some(format!("model-{n}")),
+            model_alias: Some(format!("alias-{n}")),
+            prompt_tokens: n,
+            completion_tokens: n + 1,
+            cached_tokens: n + 2,
+            cache_creation_tokens: n + 3,
+            reasoning_tokens: n + 4,
+            tool_calls: n + 5,
+            latency_ms: n + 6,
+            // An empty purpose is stored as "turn".
+            purpose: if n % 2 == 0 {
                 String::new()
             } else {
                 "title".into()
             },
-            ..UsageEvent::default()
-        };
+        }
+    }
+
+    fn usage(db: &Arc<SqliteStore>, ws: &str, n: i64) -> tokio::task::JoinHandle<Result<()>> {
+        let db = db.clone();
+        let event = event(ws, n);
         tokio::spawn(async move { db.record_usage(&event).await })
     }
 
-    /// The usage rows written, in order: model, tokens in and out, purpose.
-    async fn usage_rows(db: &SqliteStore) -> Vec<(String, i64, i64, String)> {
+    /// A usage row as stored: every column but the id and the timestamp.
+    type UsageRow = (
+        Option<String>,
+        Option<String>,
+        Option<String>,
+        Option<String>,
+        i64,
+        i64,
+        i64,
+        i64,
+        i64,
+        i64,
+        i64,
+        String,
+    );
+
+    /// The usage rows written, by prompt tokens.
+    async fn usage_rows(db: &SqliteStore) -> Vec<UsageRow> {
         sqlx::query_as(
-            "SELECT model, prompt_tokens, completion_tokens, purpose FROM usage_events ORDER BY prompt_tokens",
+            "SELECT user_id, ws_id, model, model_alias, prompt_tokens, completion_tokens, cached_tokens, \
+             cache_creation_tokens, reasoning_tokens, tool_calls, latency_ms, purpose \
+             FROM usage_events ORDER BY prompt_tokens",
         )
         .fetch_all(&db.pool)
         .await
         .unwrap()
     }
 
-    fn expected_usage(tokens: impl IntoIterator<Item = i64>) -> Vec<(String, i64, i64, String)> {
-        tokens
-            .into_iter()
-            .map(|t| {
-                let purpose = if t % 2 == 0 { "turn" } else { "title" };
-                (format!("model-{t}"), t, t + 1, purpose.to_string())
+    /// The rows [`event`] makes for `ns` in workstream `ws`.
+    fn expected_usage(ws: &str, ns: impl IntoIterator<Item = i64>) -> Vec<UsageRow> {
+        ns.into_iter()
+            .map(|n| {
+                let e = event(ws, n);
+                let purpose = if e.purpose.is_empty() {
+                    "turn".to_string()
+                } else {
+                    e.purpose
+                };
+                (
+                    e.user_id,
+                    e.ws_id,
+                    e.model,
+                    e.model_alias,
+                    e.prompt_tokens,
+                    e.completion_tokens,
+                    e.cached_tokens,
+                    e.cache_creation_tokens,
+                    e.reasoning_tokens,
+                    e.tool_calls,
+                    e.latency_ms,
+                    purpose,
+                )
             })
             .collect()
+    }
+
+    /// Waits (up to 5 s) until the usage rows are `want`, then checks them: a
+    /// row written in autocommit may show on another connection a moment
+    /// after its write returned.
+    async fn assert_usage_rows(db: &SqliteStore, want: Vec<UsageRow>) {
+        for _ in 0..500 {
+            if usage_rows(db).await == want {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(usage_rows(db).await, want);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -468,27 +537,28 @@ mod tests {
         let (_dir, db) = store().await;
         let ws = workstream(&db).await;
         let (held, first) = with_writer_waiting(&db, &ws).await;
-        let saves: Vec<_> = (0..3).map(|i| save(&db, &ws, format!("t{i}"))).collect();
-        let rows: Vec<_> = (10..15).map(|t| usage(&db, &ws, t)).collect();
-        until_pending(&db, 8).await;
+        // One save alone would not be a group: it is one only if the usage
+        // rows joined it.
+        let one = save(&db, &ws, "t1".into());
+        let rows: Vec<_> = (10..15).map(|n| usage(&db, &ws, n)).collect();
+        until_pending(&db, 6).await;
         // Nothing of them is written while the writer waits for the lock.
         assert!(usage_rows(&db).await.is_empty());
         drop(held);
         first.await.unwrap().2.unwrap();
-        for task in saves {
-            let (_, text, r) = task.await.unwrap();
-            r.unwrap_or_else(|e| panic!("{text}: {e}"));
-        }
+        let (_, _, r) = one.await.unwrap();
+        r.unwrap();
         for task in rows {
             task.await.unwrap().unwrap();
         }
         assert_eq!(
             db.saves.grouped(),
             1,
-            "the three saves and five usage rows were one group"
+            "the save and the five usage rows were one group"
         );
-        assert_eq!(usage_rows(&db).await, expected_usage(10..15));
-        assert_eq!(db.count_turns(&ws).await.unwrap(), 4);
+        // Committed in one transaction with the save: visible at once.
+        assert_eq!(usage_rows(&db).await, expected_usage(&ws, 10..15));
+        assert_eq!(db.count_turns(&ws).await.unwrap(), 2);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -496,11 +566,11 @@ mod tests {
         let (_dir, db) = store().await;
         let ws = workstream(&db).await;
         usage(&db, &ws, 2).await.unwrap().unwrap();
-        assert_eq!(usage_rows(&db).await, expected_usage([2]));
+        assert_usage_rows(&db, expected_usage(&ws, [2])).await;
         assert_eq!(db.saves.grouped(), 0, "a row alone is not a group");
         // Usage rows with no save beside them still go out together.
         let (held, first) = with_writer_waiting(&db, &ws).await;
-        let rows: Vec<_> = (3..7).map(|t| usage(&db, &ws, t)).collect();
+        let rows: Vec<_> = (3..7).map(|n| usage(&db, &ws, n)).collect();
         until_pending(&db, 4).await;
         drop(held);
         first.await.unwrap().2.unwrap();
@@ -508,7 +578,7 @@ mod tests {
             task.await.unwrap().unwrap();
         }
         assert_eq!(db.saves.grouped(), 1);
-        assert_eq!(usage_rows(&db).await, expected_usage(2..7));
+        assert_eq!(usage_rows(&db).await, expected_usage(&ws, 2..7));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -517,7 +587,7 @@ mod tests {
         let ws = workstream(&db).await;
         let (held, first) = with_writer_waiting(&db, &ws).await;
         let bad = save(&db, "no-such-workstream", "lost".into());
-        let rows: Vec<_> = (20..23).map(|t| usage(&db, &ws, t)).collect();
+        let rows: Vec<_> = (20..23).map(|n| usage(&db, &ws, n)).collect();
         until_pending(&db, 4).await;
         drop(held);
         first.await.unwrap().2.unwrap();
@@ -529,7 +599,8 @@ mod tests {
         for task in rows {
             task.await.unwrap().unwrap();
         }
-        assert_eq!(usage_rows(&db).await, expected_usage(20..23));
+        // Written one by one, in autocommit, after the group failed.
+        assert_usage_rows(&db, expected_usage(&ws, 20..23)).await;
         assert_eq!(db.saves.grouped(), 0, "the failed group was not counted");
     }
 

@@ -30,7 +30,8 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
 /// SQLite-backed storage.
 pub struct SqliteStore {
     pub(crate) pool: SqlitePool,
-    /// Turn saves, committed in groups under load (see `group_commit`).
+    /// Turn saves and usage rows, committed in groups under load (see
+    /// `group_commit`).
     pub(crate) saves: GroupCommit,
 }
 

@@ -13,7 +13,8 @@
 //! concrete driver types and plain `sqlx::query` calls.
 //!
 //! Every macro takes `($store:ty, $db:ty)`: the store type (which has a `pool`
-//! field and the `begin_write` and `write_conn` methods) and its `sqlx::Database`. The SQL uses
+//! field and the `begin_write` method, and per domain what the macro names,
+//! such as `write_conn` or `record_usage_row`) and its `sqlx::Database`. The SQL uses
 //! `$N` placeholders, which both drivers bind by number. Column lists are
 //! macros too (`workstream_columns!()`, …) so they can be spliced into query
 //! text with `concat!` at compile time.

@@ -3,8 +3,10 @@
 //! (see the `ops` module docs). These rows are decoded as tuples, so there are
 //! no column-list macros or row helpers here.
 
-/// Expands `OpsStore` for a backend whose store type has a `pool` field. `$db`
-/// is unused but kept so every domain macro has the same signature.
+/// Expands `OpsStore` for a backend whose store type has a `pool` field and a
+/// `record_usage_row` method (SQLite queues usage rows for its group commit,
+/// PostgreSQL writes each at once); `$db` is the backend's database, for the
+/// shared usage statement.
 macro_rules! impl_ops_store {
     ($store:ty, $db:ty) => {
         impl $store {
