@@ -17,7 +17,9 @@
 //! (for a profile), name them in `TURNSTONE_BENCH_SECTIONS`, comma-separated:
 //! `cold`, `idle`, `sequential`, `quiet`, `loaded`, `concurrent`, `inflight`, `thousand`, `overload`,
 //! `fanout`;
-//! `TURNSTONE_BENCH_SEQ_TURNS` sets the sequential section's turn count (60).
+//! `TURNSTONE_BENCH_SEQ_TURNS` sets the sequential section's turn count (60);
+//! `TURNSTONE_BENCH_THOUSAND_TOKENS` the tokens of each `thousand` reply (200:
+//! with 1, the burst's CPU per turn is what a turn costs besides streaming).
 //! `TURNSTONE_BENCH_PERF_CTL=<fifo>` writes `enable` to that FIFO when a
 //! burst (`concurrent`, `thousand`) starts and `disable` when it ends, so a
 //! `perf record -D -1 --control fifo:<fifo>` (or `perf stat`) started beside
@@ -511,8 +513,12 @@ async fn inflight(args: &[&str]) {
 /// RSS ≤ 1 GB, p99 time to first content ≤ 100 ms).
 async fn thousand() {
     let n = 1000;
+    let tokens: usize = std::env::var("TURNSTONE_BENCH_THOUSAND_TOKENS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200);
     let (srv, tok) = many_streams_server(n, "").await;
-    let words: Vec<String> = (0..200).map(|i| format!("w{i} ")).collect();
+    let words: Vec<String> = (0..tokens).map(|i| format!("w{i} ")).collect();
     let (_, wall, mut ttfc, cpu) = concurrent_turns(
         &srv,
         &tok,
@@ -521,7 +527,7 @@ async fn thousand() {
     )
     .await;
     println!(
-        "{n} concurrent streaming workstreams × 200 tokens: wall {wall:.0} ms, first content p50 {:.1} ms p99 {:.1} ms, \
+        "{n} concurrent streaming workstreams × {tokens} tokens: wall {wall:.0} ms, first content p50 {:.1} ms p99 {:.1} ms, \
          peak RSS {:.1} MB; {}",
         pct(&mut ttfc, 0.5),
         pct(&mut ttfc, 0.99),

@@ -1,7 +1,8 @@
 //! Memory and skills over HTTP against a real `turnstone serve`: the memory
 //! tool and the memories API share one store and one isolation rule, skills
 //! are administered (RBAC, versions, bad documents), activated with
-//! `/skill` through `/v1/api/command`, and shape the next model request.
+//! `/skill` through `/v1/api/command`, and shape the next model request; an
+//! opened workstream's index lists its project's memories.
 
 use serde_json::{Value, json};
 use turnstone_scripted_llm::openai;
@@ -151,6 +152,67 @@ async fn the_memory_tool_and_the_api_share_one_store_and_users_stay_apart() {
         "{}",
         reqs[3].body
     );
+}
+
+/// A saved workstream of a project, opened on the server, lists that
+/// project's memories in its first request's index, and not another
+/// project's: the project comes from the row the open read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_opened_workstream_lists_its_projects_memories() {
+    use turnstone_storage::prelude::*;
+    let srv = Server::start(vec![sse(openai::text(&["shipping"]))], "", &[]).await;
+    let admin = srv.setup_admin().await;
+    let (s, me) = srv
+        .call("GET", "/v1/api/auth/whoami", Some(&admin), None)
+        .await;
+    assert_eq!(s, 200, "{me}");
+    let db = turnstone_storage::open(&DbConfig {
+        path: Some(srv.dir.path().join("t.db")),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let r = db
+        .create_workstream(&NewWorkstream {
+            user_id: me["user_id"].as_str().map(String::from),
+            name: "site".into(),
+            project_id: Some("p1".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    db.publish_workstream(&r).await.unwrap();
+    for (name, project) in [("p1_deploys", "p1"), ("p2_notes", "p2")] {
+        db.save_memory(&NewMemory {
+            name: name.into(),
+            description: format!("how {project} ships"),
+            memory_type: Some("reference".into()),
+            scope: Some("project".into()),
+            scope_id: project.into(),
+            content: "steps".into(),
+        })
+        .await
+        .unwrap();
+    }
+    let (s, v) = srv
+        .call(
+            "POST",
+            &format!("/v1/api/workstreams/{}/open", r.ws_id),
+            Some(&admin),
+            None,
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+    srv.send_and_finish(&admin, &r.ws_id, "how do we ship?")
+        .await;
+    let reqs = srv.llm.requests();
+    assert_eq!(reqs.len(), 1);
+    let index = system_text(&reqs[0].body);
+    assert!(
+        index.contains("- p1_deploys (reference, project): how p1 ships"),
+        "{index}"
+    );
+    assert!(!index.contains("p2_notes"), "{index}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

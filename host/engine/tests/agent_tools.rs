@@ -418,3 +418,71 @@ async fn a_resumed_workstream_gets_the_current_skill_version_and_is_told() {
         ["skill \"tidy\" is now version 2 (this workstream used version 1)"]
     );
 }
+
+/// The memory index lists the memories of the workstream's project: looked
+/// up from the workstream's row, or as the caller that loaded the row said
+/// (`with_project`), which the session then uses without reading the row
+/// again.
+#[tokio::test]
+async fn the_memory_index_lists_the_projects_memories() {
+    let f = session(
+        vec![
+            sse(openai::text(&["One."])),
+            sse(openai::text(&["Two."])),
+            sse(openai::text(&["Three."])),
+        ],
+        true,
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let db = database(dir.path()).await;
+    let r = db
+        .create_workstream(&NewWorkstream {
+            user_id: Some("alice".into()),
+            name: "site".into(),
+            project_id: Some("p1".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    db.publish_workstream(&r).await.unwrap();
+    for (name, project) in [("p1_deploys", "p1"), ("p2_notes", "p2")] {
+        db.save_memory(&NewMemory {
+            name: name.into(),
+            description: format!("how {project} ships"),
+            memory_type: Some("reference".into()),
+            scope: Some("project".into()),
+            scope_id: project.into(),
+            content: "steps".into(),
+        })
+        .await
+        .unwrap();
+    }
+    let index_of = |n: usize| system_text(&f.llm.requests()[n].body);
+
+    let mut looked_up = agent_session(&f, &db, &r.ws_id, "alice", None);
+    looked_up.send("hi").await.unwrap();
+    let index = index_of(0);
+    assert!(
+        index.contains("- p1_deploys (reference, project): how p1 ships"),
+        "{index}"
+    );
+    assert!(!index.contains("p2_notes"), "{index}");
+
+    // Told the project, the session does not read the row: told another
+    // project than the row's, it lists that one's memories.
+    let mut told = agent_session(&f, &db, &r.ws_id, "alice", None).with_project(Some("p2".into()));
+    told.send("hi").await.unwrap();
+    let index = index_of(1);
+    assert!(index.contains("p2_notes"), "{index}");
+    assert!(!index.contains("p1_deploys"), "{index}");
+
+    // Told it has none: no project's memories.
+    let mut none = agent_session(&f, &db, &r.ws_id, "alice", None).with_project(None);
+    none.send("hi").await.unwrap();
+    let index = index_of(2);
+    assert!(
+        !index.contains("p1_deploys") && !index.contains("p2_notes"),
+        "{index}"
+    );
+}

@@ -303,17 +303,14 @@ impl Manager {
             .clone()
             .filter(|n| !n.trim().is_empty())
             .unwrap_or_else(|| format!("ws-{}", self.len() + 1));
-        let r = self
-            .deps
-            .db
-            .create_workstream(&NewWorkstream {
-                ws_id: ws_id_hint,
-                node_id: Some(self.deps.node_id.clone()),
-                user_id: user_id.map(String::from),
-                name: name.clone(),
-                ..Default::default()
-            })
-            .await?;
+        let new = NewWorkstream {
+            ws_id: ws_id_hint,
+            node_id: Some(self.deps.node_id.clone()),
+            user_id: user_id.map(String::from),
+            name: name.clone(),
+            ..Default::default()
+        };
+        let r = self.deps.db.create_workstream(&new).await?;
         let mut copied = 0;
         if let Some(src) = &opts.resume_ws {
             match self.deps.db.fork_workstream(src, &r).await {
@@ -349,6 +346,7 @@ impl Manager {
                 0,
                 // A new workstream with a skill loads its config like a resume.
                 resumed || skill.is_some(),
+                new.project_id.clone(),
             )
             .await
         {
@@ -368,7 +366,7 @@ impl Manager {
                 kind: "interactive".into(),
                 parent_ws_id: None,
                 user_id: user_id.map(String::from),
-                project_id: None,
+                project_id: new.project_id.clone(),
                 persona: None,
             }),
         );
@@ -385,6 +383,7 @@ impl Manager {
         auto_approve: bool,
         seed: u64,
         resume: bool,
+        project_id: Option<String>,
     ) -> Result<Arc<Workstream>, ManagerError> {
         let reg = self.deps.models.snapshot();
         let a = reg
@@ -434,6 +433,7 @@ impl Manager {
             .with_fallbacks(fallbacks)
             .with_live_models(self.deps.models.clone(), Some(alias.to_string()))
             .with_storage(self.deps.db.clone(), ws_id)
+            .with_project(project_id)
             .with_safety(self.deps.safety.clone())
             .with_agent(turnstone_engine::session::AgentContext {
                 skills: self.deps.skills.clone(),
@@ -522,6 +522,7 @@ impl Manager {
                 false,
                 seed,
                 true,
+                row.project_id.clone(),
             )
             .await?;
         self.deps

@@ -343,6 +343,15 @@ impl ChatSession {
         self
     }
 
+    /// The workstream's project, as the caller read it with the workstream's
+    /// row (`None`: it has none), so the first model request does not read
+    /// the row again for the memory index. Without it the session looks the
+    /// project up once, when first needed.
+    pub fn with_project(mut self, project_id: Option<String>) -> Self {
+        self.project = Some(project_id);
+        self
+    }
+
     /// Loads the workstream's history (bounded by its latest valid compaction
     /// checkpoint) so the session continues where it stopped. An interrupted
     /// tool batch is repaired before the next model request.
