@@ -40,10 +40,6 @@ impl Default for EngineOptions {
     }
 }
 
-/// Regions of freed pool slots (a memory, a table, a stack) given back
-/// to the system together.
-const DECOMMIT_BATCH: usize = 16;
-
 /// Builds the engine: component model, async host imports, epoch interruption,
 /// and (by default) the pooling allocator. Component-model-async stays off: it
 /// is incomplete in wasmtime 48 and triples per-call cost.
@@ -81,13 +77,11 @@ pub fn build_engine(opts: &EngineOptions) -> wasmtime::Result<Engine> {
         pool.linear_memory_keep_resident(0);
         pool.table_keep_resident(0);
         pool.async_stack_keep_resident(0);
-        // Freed slots give their pages back in batches: on Linux 6.13+ one
-        // `process_madvise` (one TLB shootdown of the other cores) per batch
-        // instead of one `madvise` per region, which was 6 % of a short
-        // turn's CPU in a 1,000-turn burst. At most this many regions per
-        // shard (one per core, at most 16) wait, still resident, for the
-        // next release.
-        pool.decommit_batch_size(DECOMMIT_BATCH);
+        // Freed slots give their pages back in batches where the kernel can
+        // (Linux 6.14+): one `process_madvise`, one TLB shootdown of the
+        // other cores, per batch instead of one `madvise` per region, which
+        // was 6 % of a short turn's CPU in a 1,000-turn burst.
+        pool.decommit_batch_size(crate::decommit::decommit_batch_size());
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
     }
     Engine::new(&config)

@@ -20,6 +20,7 @@ pub mod capability;
 pub mod channel;
 pub mod coerce;
 pub mod config;
+pub mod decommit;
 pub mod engine;
 pub mod error;
 pub mod guard;
