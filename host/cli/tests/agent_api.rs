@@ -6,6 +6,7 @@
 
 use serde_json::{Value, json};
 use turnstone_scripted_llm::openai;
+use turnstone_test_support::memories;
 use turnstone_test_support::server::Server;
 use turnstone_test_support::sse;
 
@@ -172,47 +173,22 @@ async fn an_opened_workstream_lists_its_projects_memories() {
     })
     .await
     .unwrap();
-    let r = db
-        .create_workstream(&NewWorkstream {
-            user_id: me["user_id"].as_str().map(String::from),
-            name: "site".into(),
-            project_id: Some("p1".into()),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-    db.publish_workstream(&r).await.unwrap();
-    for (name, project) in [("p1_deploys", "p1"), ("p2_notes", "p2")] {
-        db.save_memory(&NewMemory {
-            name: name.into(),
-            description: format!("how {project} ships"),
-            memory_type: Some("reference".into()),
-            scope: Some("project".into()),
-            scope_id: project.into(),
-            content: "steps".into(),
-        })
-        .await
-        .unwrap();
-    }
+    let ws = memories::project_workstream(&db, me["user_id"].as_str().map(String::from)).await;
     let (s, v) = srv
         .call(
             "POST",
-            &format!("/v1/api/workstreams/{}/open", r.ws_id),
+            &format!("/v1/api/workstreams/{ws}/open"),
             Some(&admin),
             None,
         )
         .await;
     assert_eq!(s, 200, "{v}");
-    srv.send_and_finish(&admin, &r.ws_id, "how do we ship?")
-        .await;
+    srv.send_and_finish(&admin, &ws, "how do we ship?").await;
     let reqs = srv.llm.requests();
     assert_eq!(reqs.len(), 1);
     let index = system_text(&reqs[0].body);
-    assert!(
-        index.contains("- p1_deploys (reference, project): how p1 ships"),
-        "{index}"
-    );
-    assert!(!index.contains("p2_notes"), "{index}");
+    assert!(index.contains(memories::PROJECT_MEMORY_LINE), "{index}");
+    assert!(!index.contains(memories::OTHER_PROJECT_MEMORY), "{index}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

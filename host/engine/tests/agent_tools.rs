@@ -11,6 +11,7 @@ use turnstone_engine::skills::SkillLibrary;
 use turnstone_scripted_llm::openai;
 use turnstone_storage::prelude::*;
 use turnstone_test_support::engine::{TestSession, session};
+use turnstone_test_support::memories;
 use turnstone_test_support::sse;
 
 async fn database(dir: &std::path::Path) -> Storage {
@@ -436,53 +437,31 @@ async fn the_memory_index_lists_the_projects_memories() {
     .await;
     let dir = tempfile::tempdir().unwrap();
     let db = database(dir.path()).await;
-    let r = db
-        .create_workstream(&NewWorkstream {
-            user_id: Some("alice".into()),
-            name: "site".into(),
-            project_id: Some("p1".into()),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-    db.publish_workstream(&r).await.unwrap();
-    for (name, project) in [("p1_deploys", "p1"), ("p2_notes", "p2")] {
-        db.save_memory(&NewMemory {
-            name: name.into(),
-            description: format!("how {project} ships"),
-            memory_type: Some("reference".into()),
-            scope: Some("project".into()),
-            scope_id: project.into(),
-            content: "steps".into(),
-        })
-        .await
-        .unwrap();
-    }
+    let ws = memories::project_workstream(&db, Some("alice".into())).await;
     let index_of = |n: usize| system_text(&f.llm.requests()[n].body);
 
-    let mut looked_up = agent_session(&f, &db, &r.ws_id, "alice", None);
+    let mut looked_up = agent_session(&f, &db, &ws, "alice", None);
     looked_up.send("hi").await.unwrap();
     let index = index_of(0);
-    assert!(
-        index.contains("- p1_deploys (reference, project): how p1 ships"),
-        "{index}"
-    );
-    assert!(!index.contains("p2_notes"), "{index}");
+    assert!(index.contains(memories::PROJECT_MEMORY_LINE), "{index}");
+    assert!(!index.contains(memories::OTHER_PROJECT_MEMORY), "{index}");
 
     // Told the project, the session does not read the row: told another
     // project than the row's, it lists that one's memories.
-    let mut told = agent_session(&f, &db, &r.ws_id, "alice", None).with_project(Some("p2".into()));
+    let mut told = agent_session(&f, &db, &ws, "alice", None)
+        .with_project(Some(memories::OTHER_PROJECT.into()));
     told.send("hi").await.unwrap();
     let index = index_of(1);
-    assert!(index.contains("p2_notes"), "{index}");
-    assert!(!index.contains("p1_deploys"), "{index}");
+    assert!(index.contains(memories::OTHER_PROJECT_MEMORY), "{index}");
+    assert!(!index.contains(memories::PROJECT_MEMORY_LINE), "{index}");
 
     // Told it has none: no project's memories.
-    let mut none = agent_session(&f, &db, &r.ws_id, "alice", None).with_project(None);
+    let mut none = agent_session(&f, &db, &ws, "alice", None).with_project(None);
     none.send("hi").await.unwrap();
     let index = index_of(2);
     assert!(
-        !index.contains("p1_deploys") && !index.contains("p2_notes"),
+        !index.contains(memories::PROJECT_MEMORY)
+            && !index.contains(memories::OTHER_PROJECT_MEMORY),
         "{index}"
     );
 }

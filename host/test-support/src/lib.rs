@@ -9,6 +9,7 @@
 //! - [`server`]: the real `turnstone serve` binary on a free port with a
 //!   scratch database, an administrator, tokens and an SSE reader;
 //! - [`pg`]: scratch PostgreSQL databases for multi-node tests;
+//! - [`memories`]: a stored project with memories, for memory-index tests;
 //! - [`root`] / [`target`] / [`sse`]: paths and scripted-LLM steps;
 //! - [`cpu_time`]: a process's CPU time, for the bench binaries.
 //!
@@ -16,6 +17,7 @@
 
 pub mod engine;
 pub mod mcp;
+pub mod memories;
 pub mod pg;
 mod recorder;
 pub mod server;
