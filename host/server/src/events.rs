@@ -2,8 +2,9 @@
 //! that reconnects with `Last-Event-ID` gets exactly what it missed (or an
 //! honest `replay_truncated` when the ring no longer covers the gap).
 
+use axum::body::Bytes;
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use tokio::sync::broadcast;
 
 /// Events kept for replay when nothing is configured.
@@ -14,8 +15,51 @@ pub const DEFAULT_RING: usize = 2000;
 pub struct Numbered {
     /// Monotonic id within the workstream.
     pub id: u64,
-    /// The JSON frame body.
-    pub json: Arc<str>,
+    /// The whole SSE frame, `id: <id>\ndata: <json>\n\n`, written once when
+    /// the event is published: every subscriber sends these bytes as they
+    /// are (a reference count, not a copy per subscriber).
+    frame: Bytes,
+}
+
+/// Bytes of a frame after its JSON: the blank line that ends an SSE event.
+const FRAME_END: &str = "\n\n";
+
+impl Numbered {
+    /// The event numbered `id` whose JSON is `json`.
+    pub fn new(id: u64, json: &str) -> Self {
+        use std::fmt::Write as _;
+        // "id: " + up to 20 digits + "\ndata: " + json + "\n\n".
+        let mut frame = String::with_capacity(json.len() + 34);
+        let _ = write!(frame, "id: {id}\ndata: ");
+        frame.push_str(json);
+        frame.push_str(FRAME_END);
+        Self {
+            id,
+            frame: Bytes::from(frame),
+        }
+    }
+
+    /// The event's JSON.
+    pub fn json(&self) -> &str {
+        // The frame was built from a `str` with an ASCII prefix and suffix,
+        // so the slice between them is that `str`: the check cannot fail.
+        let start = "id: \ndata: ".len() + decimal_digits(self.id);
+        let end = self.frame.len().saturating_sub(FRAME_END.len());
+        self.frame
+            .get(start..end)
+            .and_then(|b| std::str::from_utf8(b).ok())
+            .unwrap_or_default()
+    }
+
+    /// The SSE frame as it goes out: `id:` line, `data:` line, blank line.
+    pub fn frame(&self) -> Bytes {
+        self.frame.clone()
+    }
+}
+
+/// How many decimal digits `n` is written with.
+fn decimal_digits(n: u64) -> usize {
+    n.checked_ilog10().map_or(1, |d| d as usize + 1)
 }
 
 /// What a new subscriber gets besides the live receiver.
@@ -118,11 +162,11 @@ impl EventHub {
 
     /// Numbers `event`, keeps it for replay and sends it to live subscribers.
     pub fn publish(&self, event: &impl serde::Serialize) -> u64 {
-        let json: Arc<str> = Arc::from(turnstone_protocol::wire::to_json(event));
+        let json = turnstone_protocol::wire::to_json(event);
         let mut g = self.lock();
         let id = g.next_id;
         g.next_id += 1;
-        let n = Numbered { id, json };
+        let n = Numbered::new(id, &json);
         if g.ring.len() == g.cap {
             g.ring.pop_front();
         }
@@ -231,6 +275,20 @@ mod tests {
         assert_eq!(hub.subscribe(Some(12)).0.covers_through(Some(12)), 12);
     }
 
+    #[test]
+    fn a_numbered_event_is_one_frame_and_its_json_is_the_data_line() {
+        for id in [1, 9, 10, 99, 100, 123_456_789, u64::MAX] {
+            let json = r#"{"text":"a\nb é","type":"content"}"#;
+            let n = Numbered::new(id, json);
+            assert_eq!(n.json(), json, "id {id}");
+            assert_eq!(
+                &n.frame()[..],
+                format!("id: {id}\ndata: {json}\n\n").as_bytes(),
+                "id {id}"
+            );
+        }
+    }
+
     #[tokio::test]
     async fn live_events_arrive_once_after_the_replay() {
         let hub = EventHub::new(10, 0);
@@ -277,7 +335,7 @@ mod tests {
             missed.iter().map(|n| n.id).collect::<Vec<_>>(),
             (1..=sent).collect::<Vec<_>>()
         );
-        assert_eq!(&*missed[0].json, r#"{"n":1}"#);
+        assert_eq!(missed[0].json(), r#"{"n":1}"#);
         // The channel goes on with the newest events it kept, then what follows.
         let kept = drain(&mut rx);
         assert_eq!(kept.last(), Some(&sent));

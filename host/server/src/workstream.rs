@@ -556,7 +556,7 @@ mod tests {
     }
 
     fn text_of(n: &Numbered) -> String {
-        let v: serde_json::Value = serde_json::from_str(&n.json).expect("json");
+        let v: serde_json::Value = serde_json::from_str(n.json()).expect("json");
         assert_eq!(v["type"], "content", "{v}");
         v["text"].as_str().expect("text").to_string()
     }
@@ -584,7 +584,7 @@ mod tests {
         let (_, mut rx, status) = c.subscribe(None);
         assert_eq!(status.reasoning, "");
         c.emit(Event::Reasoning(Text { text: "hmm".into() }));
-        assert!(rx.try_recv().expect("published").json.contains("\"hmm\""));
+        assert!(rx.try_recv().expect("published").json().contains("\"hmm\""));
         assert_eq!(c.status().reasoning, "hmm");
     }
 }

@@ -156,7 +156,7 @@ async fn run(
                 continue;
             }
             last_id = n.id;
-            let Ok(event) = serde_json::from_str::<Event>(&n.json) else {
+            let Ok(event) = serde_json::from_str::<Event>(n.json()) else {
                 continue;
             };
             if matches!(event, Event::WsClosed(_)) {

@@ -48,10 +48,6 @@ fn data(v: &impl serde::Serialize) -> Bytes {
     Bytes::from(format!("data: {}\n\n", wire::to_json(v)))
 }
 
-fn numbered(n: &Numbered) -> Bytes {
-    Bytes::from(format!("id: {}\ndata: {}\n\n", n.id, n.json))
-}
-
 /// Counts an open SSE connection for as long as it lives.
 struct ConnGuard(Arc<Node>);
 
@@ -159,7 +155,7 @@ impl WsStream {
     /// Renders a numbered event for this subscriber (projections applied).
     fn render(&mut self, n: &Numbered) -> Bytes {
         self.last_id = self.last_id.max(n.id);
-        let j = &*n.json;
+        let j = n.json();
         let unsupported = if !self.user_turn && j.contains("\"type\":\"user_turn\"") {
             Some("user_turn_projection_unsupported")
         } else if !self.tool_turn
@@ -185,7 +181,7 @@ impl WsStream {
                 );
                 Bytes::from(format!("id: {}\ndata: {}\n\n", n.id, wire::to_json(&v)))
             }
-            None => numbered(n),
+            None => n.frame(),
         }
     }
 
