@@ -73,8 +73,8 @@ impl SqliteStore {
         let pool = SqlitePoolOptions::new()
             .max_connections(8)
             .acquire_timeout(Duration::from_secs(60))
-            // sqlx pings every connection it hands out, a round trip to the
-            // connection's worker thread (two thread wake-ups) before each
+            // sqlx pings every idle connection it hands out, a round trip to
+            // the connection's worker thread (two thread wake-ups) before each
             // query or transaction. It tests for a peer that went away; an
             // in-process SQLite connection has none, and sqlx pings it on its
             // way back to the pool already, so a broken one never idles here.
