@@ -28,8 +28,8 @@ impl Numbered {
     /// The event numbered `id` whose JSON is `json`.
     pub fn new(id: u64, json: &str) -> Self {
         use std::fmt::Write as _;
-        // "id: " + up to 20 digits + "\ndata: " + json + "\n\n".
-        let mut frame = String::with_capacity(json.len() + 34);
+        // Sized exactly: the ring keeps the frame, so no slack is held.
+        let mut frame = String::with_capacity(json_start(id) + json.len() + FRAME_END.len());
         let _ = write!(frame, "id: {id}\ndata: ");
         frame.push_str(json);
         frame.push_str(FRAME_END);
@@ -43,7 +43,7 @@ impl Numbered {
     pub fn json(&self) -> &str {
         // The frame was built from a `str` with an ASCII prefix and suffix,
         // so the slice between them is that `str`: the check cannot fail.
-        let start = "id: \ndata: ".len() + decimal_digits(self.id);
+        let start = json_start(self.id);
         let end = self.frame.len().saturating_sub(FRAME_END.len());
         self.frame
             .get(start..end)
@@ -55,6 +55,11 @@ impl Numbered {
     pub fn frame(&self) -> Bytes {
         self.frame.clone()
     }
+}
+
+/// Where the JSON starts in the frame of event `id`: after `id: <id>\ndata: `.
+fn json_start(id: u64) -> usize {
+    "id: \ndata: ".len() + decimal_digits(id)
 }
 
 /// How many decimal digits `n` is written with.
@@ -281,6 +286,7 @@ mod tests {
             let json = r#"{"text":"a\nb é","type":"content"}"#;
             let n = Numbered::new(id, json);
             assert_eq!(n.json(), json, "id {id}");
+            assert_eq!(n.frame().len(), json_start(id) + json.len() + 2, "id {id}");
             assert_eq!(
                 &n.frame()[..],
                 format!("id: {id}\ndata: {json}\n\n").as_bytes(),
