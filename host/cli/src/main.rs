@@ -184,11 +184,29 @@ impl Cli {
     }
 }
 
-#[tokio::main]
-async fn main() -> Result<()> {
+fn main() -> Result<()> {
     // Before anything can dlopen (name resolution loads NSS modules): the
     // quiet-time release of code pages covers only what was loaded at start.
     turnstone_server::image_pages::note_startup_objects();
+    let cli = Cli::parse();
+    let started = Instant::now();
+    if matches!(cli.command, Some(Command::Serve(_))) {
+        // While this is the only thread: the arena cap does not undo arenas
+        // other threads made, and growing the descriptor table or the
+        // thread arena later stalls every thread (docs/server.md).
+        turnstone_server::memory::tune_allocator();
+        turnstone_server::memory::reserve_thread_arena(
+            turnstone_server::memory::THREAD_ARENA_RESERVE,
+        );
+        turnstone_server::fd_table::reserve();
+    }
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(run(cli, started))
+}
+
+async fn run(cli: Cli, started: Instant) -> Result<()> {
     // Both rustls providers can end up in the graph; pick one explicitly.
     let _ = rustls::crypto::ring::default_provider().install_default();
     tracing_subscriber::fmt()
@@ -198,8 +216,6 @@ async fn main() -> Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
-    let started = Instant::now();
     match &cli.command {
         Some(Command::Plugins {
             action: PluginsAction::Sign(action),

@@ -100,7 +100,6 @@ pub async fn run(
         .validate()
         .map_err(anyhow::Error::msg)?;
     let connection_limits = cfg.server.connection_limits()?;
-    turnstone_server::memory::tune_allocator();
     let app = App::start(plugins, flags, DbDefault::WorkingDir).await?;
     let server = &app.loaded.config.server;
     let host = args.host.clone().unwrap_or_else(|| server.host.clone());

@@ -700,3 +700,70 @@ async fn a_subscriber_left_behind_by_a_short_ring_is_told_exactly_what_it_lost()
     assert_eq!(skip, 0, "a notice with no event after it");
     assert_eq!(got + lost_total, live.len() as u64);
 }
+
+/// Anonymous mappings of process `pid`: (start, end, permissions).
+fn anonymous_mappings(pid: u32) -> Vec<(u64, u64, String)> {
+    std::fs::read_to_string(format!("/proc/{pid}/maps"))
+        .unwrap()
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            // Anonymous: no path, inode 0.
+            (f.len() == 5 && f[4] == "0").then(|| {
+                let (a, b) = f[0].split_once('-').unwrap();
+                let hex = |v: &str| u64::from_str_radix(v, 16).unwrap();
+                (hex(a), hex(b), f[1].to_string())
+            })
+        })
+        .collect()
+}
+
+/// The open-file soft limit of this process (`/proc/self/limits`).
+fn open_file_limit() -> u64 {
+    let limits = std::fs::read_to_string("/proc/self/limits").unwrap();
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .unwrap();
+    let soft = line.split_whitespace().nth(3).unwrap();
+    soft.parse().unwrap_or(u64::MAX)
+}
+
+/// What the server sets up before its threads start, so a first burst does
+/// not stall on it (docs/server.md, "Set up before the first thread"): its
+/// descriptor table already holds the open-file limit (up to 16,384), and
+/// glibc's thread arena is already writable for 32 MiB.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_descriptor_table_and_thread_arena_are_sized_before_the_first_burst() {
+    let srv = Server::start(Vec::new(), "", &[]).await;
+    let status = std::fs::read_to_string(format!("/proc/{}/status", srv.pid())).unwrap();
+    let slots: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("FDSize:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap();
+    // The server inherits this process's limit.
+    let limit = open_file_limit().min(16_384);
+    assert!(slots >= limit, "FDSize {slots}, open-file limit {limit}");
+    // A glibc thread heap: 64 MiB reserved at a multiple of 64 MiB, its
+    // writable part first and the rest inaccessible.
+    const HEAP_MAX: u64 = 64 << 20;
+    let maps = anonymous_mappings(srv.pid());
+    let arena = maps
+        .windows(2)
+        .find(|w| {
+            let ((start, end, perms), (next, next_end, next_perms)) = (&w[0], &w[1]);
+            start % HEAP_MAX == 0
+                && perms == "rw-p"
+                && next == end
+                && next_perms == "---p"
+                && *next_end == start + HEAP_MAX
+        })
+        .map(|w| w[0].1 - w[0].0);
+    assert!(
+        arena.is_some_and(|writable| writable >= 32 << 20),
+        "thread arena writable for {arena:?} bytes"
+    );
+    let health = reqwest::get(format!("{}/health", srv.base)).await.unwrap();
+    assert_eq!(health.status(), 200);
+}

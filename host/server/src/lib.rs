@@ -17,6 +17,7 @@ pub mod channels;
 pub mod content_batch;
 pub mod error;
 pub mod events;
+pub mod fd_table;
 pub mod global;
 pub mod http;
 pub mod image_pages;

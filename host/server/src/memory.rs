@@ -19,13 +19,75 @@ pub const QUIET: Duration = Duration::from_secs(5);
 
 /// Caps glibc's malloc arenas: with many worker and blocking threads the
 /// default (8 per core) spreads a burst over arenas that are never trimmed
-/// together. Call once, early, before threads allocate.
+/// together. Call once, first thing in `main`, before other threads start:
+/// the cap does not undo arenas created before it.
 pub fn tune_allocator() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only changes allocator parameters; M_ARENA_MAX takes
     // any positive count.
     unsafe {
         libc::mallopt(libc::M_ARENA_MAX, 2);
+    }
+}
+
+/// How much of glibc's thread arena [`reserve_thread_arena`] makes writable
+/// at start: about the most it grew to in the serve bench's 200-turn burst.
+pub const THREAD_ARENA_RESERVE: usize = 32 << 20;
+
+/// Makes glibc's thread arena writable for `bytes` up front, so a burst
+/// does not take the process's address-space lock for writing page by page.
+///
+/// glibc serves threads other than the first from a second arena (with
+/// [`tune_allocator`]'s cap of two), a 64 MiB reservation it makes writable
+/// as it grows, one `mprotect` per growth of a page or a few, and unlike the
+/// main heap with no padding. Each `mprotect` takes the address-space lock
+/// for writing, and the page faults of every other thread wait behind it:
+/// the first 100- and 200-turn bursts after start made about 6 such calls
+/// per turn (1,866 in all), and the faults waiting on the lock added up to
+/// 9–21 ms per run (`perf` of the serve bench's `concurrent` section,
+/// docs/server.md). Shrinking never takes the writable size back (freed
+/// pages are released with `madvise`), so the calls come only while the
+/// arena grows past its largest size so far: on a server's first bursts.
+///
+/// Done here, from a thread of its own before any other starts: the first
+/// thread that allocates creates the arena, makes it writable for `bytes`
+/// by allocating blocks below the mmap threshold, and frees them again,
+/// which returns the pages (resident size is unchanged afterwards). When the
+/// thread ends, glibc hands its arena to the next new thread. Call after
+/// [`tune_allocator`] and before starting the async runtime; elsewhere, or
+/// with another allocator, it costs a few milliseconds and changes nothing.
+pub fn reserve_thread_arena(bytes: usize) {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        let reserve = std::thread::Builder::new()
+            .name("arena-reserve".into())
+            .spawn(move || grow_and_release(bytes));
+        if let Ok(handle) = reserve {
+            let _ = handle.join();
+        }
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    let _ = bytes;
+}
+
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn grow_and_release(bytes: usize) {
+    // Below glibc's mmap threshold (128 KiB), so each comes from the arena.
+    const BLOCK: usize = 64 << 10;
+    let mut blocks = Vec::with_capacity(bytes / BLOCK);
+    for _ in 0..bytes / BLOCK {
+        // SAFETY: a plain allocation of a nonzero size, freed below.
+        let block = unsafe { libc::malloc(BLOCK) };
+        if block.is_null() {
+            break;
+        }
+        blocks.push(block);
+    }
+    // Newest first: each joins the free top of the arena, which glibc then
+    // gives back to the system.
+    for block in blocks.into_iter().rev() {
+        // SAFETY: allocated above by malloc and freed once.
+        unsafe { libc::free(block) };
     }
 }
 
