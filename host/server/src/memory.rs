@@ -31,7 +31,8 @@ pub fn tune_allocator() {
 }
 
 /// How much of glibc's thread arena [`reserve_thread_arena`] makes writable
-/// at start: about the most it grew to in the serve bench's 200-turn burst.
+/// at start: half its 64 MiB reservation. The serve bench's 100- and 200-turn
+/// bursts stay within it (glibc made about 6 `mprotect` calls in both).
 pub const THREAD_ARENA_RESERVE: usize = 32 << 20;
 
 /// Makes glibc's thread arena writable for `bytes` up front, so a burst
@@ -43,9 +44,9 @@ pub const THREAD_ARENA_RESERVE: usize = 32 << 20;
 /// main heap with no padding. Each `mprotect` takes the address-space lock
 /// for writing, and the page faults of every other thread wait behind it:
 /// the first 100- and 200-turn bursts after start made about 6 such calls
-/// per turn (1,866 in all), and the faults waiting on the lock added up to
-/// 9–21 ms per run (`perf` of the serve bench's `concurrent` section,
-/// docs/server.md). Shrinking never takes the writable size back (freed
+/// per turn (2,204 `mprotect` calls in all, nearly all glibc's), and the
+/// faults waiting on the lock added up to 9–22 ms per run in four traces
+/// (`perf` of the serve bench's `concurrent` section, docs/server.md). Shrinking never takes the writable size back (freed
 /// pages are released with `madvise`), so the calls come only while the
 /// arena grows past its largest size so far: on a server's first bursts.
 ///
