@@ -194,11 +194,13 @@ fn main() -> Result<()> {
         // While this is the only thread: the arena cap does not undo arenas
         // other threads made, and growing the descriptor table or the
         // thread arena later stalls every thread (docs/server.md).
+        // The table first: a joined thread can still share it for a moment
+        // after `join` returns, and growth would then wait after all.
+        turnstone_server::fd_table::reserve();
         turnstone_server::memory::tune_allocator();
         turnstone_server::memory::reserve_thread_arena(
             turnstone_server::memory::THREAD_ARENA_RESERVE,
         );
-        turnstone_server::fd_table::reserve();
     }
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -732,7 +732,9 @@ fn open_file_limit() -> u64 {
 /// What the server sets up before its threads start, so a first burst does
 /// not stall on it (docs/server.md, "Set up before the first thread"): its
 /// descriptor table already holds the open-file limit (up to 16,384), and
-/// glibc's thread arena is already writable for 32 MiB.
+/// glibc's thread arena is already writable for 32 MiB. Against a build
+/// without them it fails with "FDSize 256", and with only the first with
+/// "thread arena writable for Some(2007040) bytes".
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_descriptor_table_and_thread_arena_are_sized_before_the_first_burst() {
     let srv = Server::start(Vec::new(), "", &[]).await;
@@ -760,10 +762,18 @@ async fn the_descriptor_table_and_thread_arena_are_sized_before_the_first_burst(
                 && *next_end == start + HEAP_MAX
         })
         .map(|w| w[0].1 - w[0].0);
-    assert!(
-        arena.is_some_and(|writable| writable >= 32 << 20),
-        "thread arena writable for {arena:?} bytes"
-    );
+    // Under strict overcommit glibc makes freed arena space inaccessible
+    // again, so the reserve cannot last there (memory.rs says so).
+    let strict = std::fs::read_to_string("/proc/sys/vm/overcommit_memory")
+        .is_ok_and(|mode| mode.trim() == "2");
+    if strict {
+        eprintln!("vm.overcommit_memory = 2: the thread arena's reserve is not checked");
+    } else {
+        assert!(
+            arena.is_some_and(|writable| writable >= 32 << 20),
+            "thread arena writable for {arena:?} bytes"
+        );
+    }
     let health = reqwest::get(format!("{}/health", srv.base)).await.unwrap();
     assert_eq!(health.status(), 200);
 }

@@ -32,23 +32,28 @@ pub fn tune_allocator() {
 
 /// How much of glibc's thread arena [`reserve_thread_arena`] makes writable
 /// at start: half its 64 MiB reservation. The serve bench's 100- and 200-turn
-/// bursts stay within it (glibc made about 6 `mprotect` calls in both).
+/// bursts stay within it: 110 `mprotect` calls in both, about 100 of them
+/// wasmtime's own (mapping instance images), against 2,204 without.
 pub const THREAD_ARENA_RESERVE: usize = 32 << 20;
 
 /// Makes glibc's thread arena writable for `bytes` up front, so a burst
 /// does not take the process's address-space lock for writing page by page.
 ///
-/// glibc serves threads other than the first from a second arena (with
-/// [`tune_allocator`]'s cap of two), a 64 MiB reservation it makes writable
-/// as it grows, one `mprotect` per growth of a page or a few, and unlike the
-/// main heap with no padding. Each `mprotect` takes the address-space lock
-/// for writing, and the page faults of every other thread wait behind it:
-/// the first 100- and 200-turn bursts after start made about 6 such calls
-/// per turn (2,204 `mprotect` calls in all, nearly all glibc's), and the
-/// faults waiting on the lock added up to 9–22 ms per run in four traces
-/// (`perf` of the serve bench's `concurrent` section, docs/server.md). Shrinking never takes the writable size back (freed
-/// pages are released with `madvise`), so the calls come only while the
-/// arena grows past its largest size so far: on a server's first bursts.
+/// With [`tune_allocator`]'s cap of two arenas, the first thread other than
+/// `main` to allocate creates a second arena, and later threads are dealt
+/// out between the two. The second is a 64 MiB reservation that glibc makes
+/// writable as it grows: one `mprotect` per growth of a page or a few,
+/// without the padding the main heap gets. Each `mprotect` takes the
+/// address-space lock for writing, and the page faults of every other
+/// thread wait behind it: the first 100- and 200-turn bursts after start
+/// made about 6 such calls per turn (2,204 `mprotect` calls in all, nearly
+/// all glibc's), and the faults waiting on the lock added up to 9–22 ms per
+/// run in four traces (`perf` of the serve bench's `concurrent` section,
+/// docs/server.md). Freeing gives pages back with `madvise` and keeps the
+/// writable size, so the calls come only while the arena grows past its
+/// largest size so far: on a server's first bursts. (With
+/// `vm.overcommit_memory = 2` glibc instead makes freed space inaccessible
+/// again, and the reserve does not last.)
 ///
 /// Done here, from a thread of its own before any other starts: the first
 /// thread that allocates creates the arena, makes it writable for `bytes`
