@@ -7,9 +7,10 @@
 //! used, and every other thread that opens a file or socket meanwhile waits
 //! too. On this kind of machine that wait was 16 ms, in the middle of the
 //! first 100-turn burst after start (a tokio worker creating a model
-//! connection's socket), and a 1,000-stream burst crosses four such
-//! boundaries. The table never shrinks, so a server pays this once per
-//! boundary, on its first busy moment after start.
+//! connection's socket). A node with 1,000 streaming workstreams holds about
+//! 3,000 descriptors (each one's event stream, send and model connection),
+//! six doublings past the first table. The table never shrinks, so a server
+//! pays this once per doubling, on its first busy moments after start.
 //!
 //! [`reserve`] grows the table to its working size while the process still
 //! has a single thread, when growth needs no grace period: it asks for a
