@@ -18,7 +18,7 @@ pub struct SseDecoder {
 /// rather than copied into a `String` of its own.
 enum Pending {
     None,
-    /// One valid UTF-8 data line, as a range of the buffer.
+    /// One data line, as a range of the buffer (not yet checked as UTF-8).
     Borrowed(usize, usize),
     /// Moved into `SseDecoder::data`.
     Owned,
@@ -72,8 +72,9 @@ impl SseDecoder {
             };
             // The value runs to the end of the line.
             let from = to - value.len();
-            match (&pending, std::str::from_utf8(value)) {
-                (Pending::None, Ok(_)) => pending = Pending::Borrowed(from, to),
+            // UTF-8 is checked once, when the event is handed out.
+            match pending {
+                Pending::None => pending = Pending::Borrowed(from, to),
                 _ => {
                     self.own(&buf, &mut pending);
                     self.data
@@ -129,7 +130,6 @@ impl SseDecoder {
             Pending::None => Ok(()),
             Pending::Borrowed(from, to) => match std::str::from_utf8(&buf[from..to]) {
                 Ok(data) => each(data),
-                // Checked when the line was read; kept total rather than panic.
                 Err(_) => each(&String::from_utf8_lossy(&buf[from..to])),
             },
             Pending::Owned => {

@@ -7,7 +7,8 @@
 //! escapes): a text delta costs no allocation of its own. A chunk that is
 //! valid JSON of an unexpected shape (a number where a string was expected, a
 //! `reasoning` object) falls back to a lenient walk over a
-//! `serde_json::Value` that keeps what it can read, as servers vary.
+//! `serde_json::Value` that keeps what it can read, as servers vary. Before
+//! either, [`crate::fast_chunk`] reads the commonest shape in one pass.
 
 use serde::Deserialize;
 use serde::de::{Deserializer, IgnoredAny, SeqAccess, Visitor};
@@ -16,7 +17,7 @@ use std::borrow::Cow;
 use std::marker::PhantomData;
 
 /// The fields of one chunk the adapter uses.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, PartialEq, Deserialize)]
 pub struct Chunk<'a> {
     /// A server-side error sent mid-stream.
     #[serde(default)]
@@ -59,7 +60,7 @@ where
 }
 
 /// One choice of a chunk.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, PartialEq, Deserialize)]
 pub struct Choice<'a> {
     /// What this chunk adds.
     #[serde(default, borrow)]
@@ -70,7 +71,7 @@ pub struct Choice<'a> {
 }
 
 /// What a chunk adds to the reply.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, PartialEq, Deserialize)]
 pub struct Delta<'a> {
     /// Visible text.
     #[serde(default, borrow, deserialize_with = "text")]
@@ -87,7 +88,7 @@ pub struct Delta<'a> {
 }
 
 /// A piece of one tool call.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, PartialEq, Deserialize)]
 pub struct ToolCallChunk {
     /// Which call this piece belongs to (position in the list when absent).
     #[serde(default)]
@@ -101,7 +102,7 @@ pub struct ToolCallChunk {
 }
 
 /// The function part of a tool-call piece.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, PartialEq, Deserialize)]
 pub struct FunctionChunk {
     /// The tool's name, on the call's first piece.
     #[serde(default)]
@@ -112,7 +113,7 @@ pub struct FunctionChunk {
 }
 
 /// Token counts.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, PartialEq, Deserialize)]
 pub struct UsageChunk {
     /// Prompt tokens.
     #[serde(default)]
@@ -129,7 +130,7 @@ pub struct UsageChunk {
 }
 
 /// `usage.prompt_tokens_details`.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, PartialEq, Deserialize)]
 pub struct PromptDetails {
     /// Prompt tokens served from the cache.
     #[serde(default)]
@@ -137,7 +138,7 @@ pub struct PromptDetails {
 }
 
 /// `usage.completion_tokens_details`.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, PartialEq, Deserialize)]
 pub struct CompletionDetails {
     /// Completion tokens spent reasoning.
     #[serde(default)]
@@ -147,6 +148,14 @@ pub struct CompletionDetails {
 impl<'a> Chunk<'a> {
     /// Parses one `data` payload; an error means it is not JSON at all.
     pub fn parse(data: &'a str) -> Result<Self, serde_json::Error> {
+        match crate::fast_chunk::parse(data) {
+            Some(chunk) => Ok(chunk),
+            None => Self::parse_with_serde(data),
+        }
+    }
+
+    /// [`Chunk::parse`] without the fast path: typed, then lenient.
+    pub fn parse_with_serde(data: &'a str) -> Result<Self, serde_json::Error> {
         match serde_json::from_str(data) {
             Ok(chunk) => Ok(chunk),
             Err(typed) => match serde_json::from_str::<Value>(data) {

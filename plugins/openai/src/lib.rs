@@ -4,6 +4,7 @@
 
 pub mod body;
 pub mod chunk;
+pub mod fast_chunk;
 pub mod responses;
 pub mod sse;
 pub mod stream;
