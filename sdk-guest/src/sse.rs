@@ -72,7 +72,8 @@ impl SseDecoder {
             };
             // The value runs to the end of the line.
             let from = to - value.len();
-            // UTF-8 is checked once, when the event is handed out.
+            // UTF-8 is checked once: when the event is handed out, or when
+            // the line is copied (`own`), which replaces invalid bytes.
             match pending {
                 Pending::None => pending = Pending::Borrowed(from, to),
                 _ => {
@@ -130,6 +131,7 @@ impl SseDecoder {
             Pending::None => Ok(()),
             Pending::Borrowed(from, to) => match std::str::from_utf8(&buf[from..to]) {
                 Ok(data) => each(data),
+                // Invalid bytes are replaced, as `own` replaces them.
                 Err(_) => each(&String::from_utf8_lossy(&buf[from..to])),
             },
             Pending::Owned => {

@@ -45,8 +45,10 @@ fn plain_run(b: &[u8]) -> usize {
     let mut words = b.chunks_exact(8);
     let mut n = 0;
     for word in words.by_ref() {
+        // `chunks_exact(8)` yields eight bytes; were it ever short, a run
+        // ending here makes the caller see no closing quote and decline.
         let Ok(bytes) = <[u8; 8]>::try_from(word) else {
-            break;
+            return n;
         };
         let w = u64::from_le_bytes(bytes);
         let control = w.wrapping_sub(ONES * 0x20) & !w;
@@ -323,6 +325,34 @@ mod tests {
         r#" { "choices" : [ { "delta" : { "content" : "spaced" } , "index" : 0 } , { "delta" : { } } ] , "x" : [ true , false , null , 0 , -1.5E+3 , { } , [ ] ] } "#,
         r#"{"choices":[],"id":"x"}"#,
         r#"{"id":"x","choices":[{"index":0,"delta":null,"finish_reason":"length"}],"error":null}"#,
+        r#"{"choices":[{"delta":{"content":"café ☕ 日本"}}],"id":"ünï"}"#,
+    ];
+
+    /// Shapes a one-byte change cannot reach, answered or declined: a
+    /// repeated field whose serde reading (typed parse fails, lenient walk
+    /// reads `"delta":null` as an empty delta) differs from a last-wins one,
+    /// and values of other types where the reader expects null, a list or an
+    /// object.
+    const EDGES: &[&str] = &[
+        r#"{"choices":[{"delta":null,"finish_reason":null,"finish_reason":null}]}"#,
+        r#"{"choices":[{"delta":{"content":"a"},"delta":null}]}"#,
+        r#"{"choices":[{"delta":null}],"usage":null,"usage":null}"#,
+        r#"{"choices":[{"delta":null}],"error":null,"error":null}"#,
+        r#"{"choices":[{"delta":{"tool_calls":null,"tool_calls":null}}]}"#,
+        r#"{"choices":[{"delta":{"content":"a","content":"b"}}]}"#,
+        r#"{"choices":[null]}"#,
+        r#"{"choices":[0]}"#,
+        r#"{"choices":null}"#,
+        r#"{"choices":{}}"#,
+        r#"{"choices":[{"delta":[]}]}"#,
+        r#"{"choices":[{"delta":{"tool_calls":[]}}]}"#,
+        r#"{"choices":[],"usage":{}}"#,
+        r#"{"choices":[],"error":"x"}"#,
+        r#"{"choices":[{"finish_reason":7}]}"#,
+        r#"{"choices":[{"delta":{"content":"A"}}]}"#,
+        r#"[]"#,
+        r#"{}"#,
+        "",
     ];
 
     /// Chunks the fast reader hands to serde, and serde reads.
@@ -362,13 +392,15 @@ mod tests {
         }
     }
 
-    /// Every truncation and single-byte change of the real chunks: whenever
-    /// the fast path answers, serde accepts the same text and reads the same
-    /// chunk. A lenient fast path (one accepting a malformed chunk, or
-    /// reading a field differently) fails here.
+    /// Every truncation and deletion, and every change or insertion of one
+    /// of 31 chosen bytes (or insertion of a two-byte character), in the real
+    /// chunks and the edge shapes: whenever the fast path answers, serde
+    /// accepts the same text and reads the same chunk. A lenient fast path
+    /// (one accepting a malformed chunk, or reading a field differently)
+    /// fails here.
     #[test]
     fn whenever_the_fast_path_answers_serde_agrees() {
-        let bytes: &[u8] = b"\"\\{}[],: 0-1.eE+ntfu\x01\x7fxlc";
+        let bytes: &[u8] = b"\"\\{}[],: 0-1.eE+ntfu\x01\x7fxlc\t\n\r\x0b\x0c\x1f";
         let mut answered = 0;
         let mut declined = 0;
         let mut check = |text: &str| match parse(text) {
@@ -381,10 +413,25 @@ mod tests {
             }
             None => declined += 1,
         };
-        for data in REAL {
-            for cut in 0..data.len() {
+        for data in REAL.iter().chain(EDGES) {
+            check(data);
+            for cut in 0..=data.len() {
                 if let Some(prefix) = data.get(..cut) {
                     check(prefix);
+                }
+                if let Some(rest) = data.get(cut..) {
+                    // A multi-byte character where a byte could go.
+                    check(&format!("{}é{rest}", &data[..cut]));
+                }
+                for &b in bytes {
+                    let mut v = data.as_bytes().to_vec();
+                    v.insert(cut, b);
+                    if let Ok(t) = std::str::from_utf8(&v) {
+                        check(t);
+                    }
+                }
+                if cut == data.len() {
+                    continue;
                 }
                 let mut v = data.as_bytes().to_vec();
                 v.remove(cut);
@@ -394,11 +441,6 @@ mod tests {
                 for &b in bytes {
                     let mut v = data.as_bytes().to_vec();
                     v[cut] = b;
-                    if let Ok(t) = std::str::from_utf8(&v) {
-                        check(t);
-                    }
-                    let mut v = data.as_bytes().to_vec();
-                    v.insert(cut, b);
                     if let Ok(t) = std::str::from_utf8(&v) {
                         check(t);
                     }
