@@ -14,6 +14,9 @@
 //! `stream`; `TURNSTONE_BENCH_STREAM_RUNS` sets the stream's runs (5).
 //! `TURNSTONE_BENCH_OPENAI_DIR` loads the openai component from another
 //! directory (another build of it, for an A/B).
+//! `TURNSTONE_BENCH_STREAM_PROVIDER=anthropic` streams the `stream` section's
+//! reply as Messages API events through the anthropic component instead
+//! (`TURNSTONE_BENCH_ANTHROPIC_DIR` loads it from another directory).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -24,7 +27,7 @@ use turnstone_engine::events::{EventSink, SessionEvent};
 use turnstone_engine::session::{ChatSession, ModelBinding, SessionConfig};
 use turnstone_protocol::Event;
 use turnstone_runtime::{PluginRegistry, PluginSettings, PluginSource, Runtime, RuntimeOptions};
-use turnstone_scripted_llm::{ScriptedLlm, Step, openai};
+use turnstone_scripted_llm::{ScriptedLlm, Step, anthropic, openai};
 use turnstone_storage::prelude::*;
 
 const TURNS: usize = 400;
@@ -130,7 +133,7 @@ async fn run() {
         ..Default::default()
     })
     .expect("runtime");
-    let grant = toml::from_str(&format!(
+    let grant: turnstone_runtime::Capabilities = toml::from_str(&format!(
         "http = [\"127.0.0.1:{}\"]\nsecrets = [\"api_key\"]",
         llm.port()
     ))
@@ -144,13 +147,41 @@ async fn run() {
                 builtin: true,
             },
             PluginSettings {
-                grant: Some(grant),
+                grant: Some(grant.clone()),
                 ..Default::default()
             },
         )
         .await
         .expect("run `cargo xtask build-components` first");
     let binding = ModelBinding::for_test(Arc::new(provider), &format!("{}/v1", llm.base_url()));
+    // The `stream` section's provider: openai unless asked for anthropic.
+    let stream_anthropic =
+        std::env::var("TURNSTONE_BENCH_STREAM_PROVIDER").is_ok_and(|p| p == "anthropic");
+    let stream_binding = if stream_anthropic {
+        let plugin = runtime
+            .load(
+                PluginSource {
+                    dir: std::env::var_os("TURNSTONE_BENCH_ANTHROPIC_DIR")
+                        .map_or_else(|| root().join("target/components/anthropic"), PathBuf::from),
+                    builtin: true,
+                },
+                PluginSettings {
+                    grant: Some(grant.clone()),
+                    ..Default::default()
+                },
+            )
+            .await
+            .expect("run `cargo xtask build-components` first");
+        ModelBinding::new(
+            Arc::new(plugin),
+            "anthropic",
+            &llm.base_url(),
+            "claude-sonnet-4-5",
+        )
+        .with_api_key("sk-test")
+    } else {
+        binding.clone()
+    };
     let tools = Arc::new(PluginRegistry::default());
     let dir = tempfile::tempdir().expect("tempdir");
     let db = turnstone_storage::open(&turnstone_storage::DbConfig {
@@ -274,7 +305,13 @@ async fn run() {
         // Streaming throughput.
         let words: Vec<String> = (0..STREAM_DELTAS).map(|i| format!("tok{i} ")).collect();
         let parts: Vec<&str> = words.iter().map(String::as_str).collect();
-        let long = || step(openai::text(&parts));
+        let long = || {
+            step(if stream_anthropic {
+                anthropic::text(&parts)
+            } else {
+                openai::text(&parts)
+            })
+        };
         let mut raw_runs = Vec::new();
         let mut session_runs = Vec::new();
         // Content events per run: fewer than the deltas when the provider
@@ -312,7 +349,7 @@ async fn run() {
             let contents = Arc::new(AtomicUsize::new(0));
             let counter = contents.clone();
             let mut session = ChatSession::new(
-                binding.clone(),
+                stream_binding.clone(),
                 tools.clone(),
                 EventSink::with_handler(move |ev| {
                     if matches!(ev, SessionEvent::Wire(Event::Content(_))) {

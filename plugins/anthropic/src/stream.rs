@@ -239,13 +239,26 @@ impl<'a> MessagesStream<'a> {
     }
 }
 
+/// Adds `text` to the string at `block[key]`, in place.
+///
+/// A block's text grows by every delta of it: copying it whole each time
+/// (as this did) made a reply quadratic in its length. A key holding
+/// something other than a string is replaced by `text`; a block that is not
+/// an object (the server sent no `content_block`, or another kind of value)
+/// becomes one only if it was null, and is otherwise left as it came.
 fn append(block: &mut Value, key: &str, text: &str) {
-    let cur = block
-        .get(key)
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string();
-    block[key] = json!(cur + text);
+    if block.is_null() {
+        *block = Value::Object(serde_json::Map::new());
+    }
+    let Some(fields) = block.as_object_mut() else {
+        return;
+    };
+    match fields.get_mut(key) {
+        Some(Value::String(s)) => s.push_str(text),
+        _ => {
+            fields.insert(key.to_string(), Value::String(text.to_string()));
+        }
+    }
 }
 
 /// Sends the request and waits for the response's head; the body is freed
@@ -386,6 +399,45 @@ mod tests {
             json!({"type": "thinking", "thinking": "Hmm.", "signature": "sig-1"})
         );
         assert_eq!(blocks[2]["input"], json!({"city": "Paris"}));
+    }
+
+    /// The replayed blocks hold every delta's text, in order, whatever the
+    /// block's shape: the text joins in place, a non-string value under the
+    /// key is replaced, a missing block becomes an object, and a block that
+    /// is neither an object nor null is left as it came (before, indexing it
+    /// panicked, which trapped the component).
+    #[test]
+    fn block_text_accumulates_across_many_deltas_and_odd_blocks_are_survived() {
+        let mut events = vec![
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": 7}}),
+            json!({"type": "content_block_start", "index": 1, "content_block": {"type": "text", "text": "a"}}),
+            json!({"type": "content_block_start", "index": 2}),
+            json!({"type": "content_block_start", "index": 3, "content_block": "odd"}),
+        ];
+        let words: Vec<String> = (0..500).map(|i| format!("w{i} ")).collect();
+        for w in &words {
+            events.push(json!({"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": w}}));
+            events.push(json!({"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": w}}));
+        }
+        events.extend([
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "signature_delta", "signature": "s"}}),
+            json!({"type": "content_block_delta", "index": 2, "delta": {"type": "text_delta", "text": "x"}}),
+            json!({"type": "content_block_delta", "index": 3, "delta": {"type": "text_delta", "text": "y"}}),
+            json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}}),
+            json!({"type": "message_stop"}),
+        ]);
+        let (_, text, _, native, r) = run(&events);
+        assert!(r.is_ok(), "{r:?}");
+        let all: String = words.concat();
+        assert_eq!(text, format!("{all}xy"));
+        let blocks: Value = serde_json::from_str(&native.expect("a thinking block")).unwrap();
+        assert_eq!(
+            blocks[0],
+            json!({"type": "thinking", "thinking": all, "signature": "s"})
+        );
+        assert_eq!(blocks[1]["text"], json!(format!("a{all}")));
+        assert_eq!(blocks[2], json!({"text": "x"}));
+        assert_eq!(blocks[3], json!("odd"));
     }
 
     #[test]
