@@ -24,6 +24,9 @@
 //! burst (`concurrent`, `thousand`) starts and `disable` when it ends, so a
 //! `perf record -D -1 --control fifo:<fifo>` (or `perf stat`) started beside
 //! the bench measures the bursts alone, not the set-up around them.
+//! `TURNSTONE_BENCH_PROVIDER=anthropic` serves the model through the
+//! anthropic component (`--provider anthropic`) and scripts its replies as
+//! Messages API events; the default is openai.
 
 #[path = "support/peak.rs"]
 mod peak;
@@ -36,7 +39,7 @@ use futures::future::join_all;
 use serde_json::json;
 use std::time::{Duration, Instant};
 use support::{Events, Server, sse};
-use turnstone_scripted_llm::{Step, openai};
+use turnstone_scripted_llm::{Step, anthropic, openai};
 
 fn pct(v: &mut [f64], p: f64) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
@@ -118,10 +121,24 @@ async fn send_go(srv: &Server, tok: &str, ws: &str) {
     .await;
 }
 
+/// Whether the model is served through the anthropic component.
+fn anthropic_provider() -> bool {
+    std::env::var("TURNSTONE_BENCH_PROVIDER").is_ok_and(|p| p == "anthropic")
+}
+
+/// A text reply in `parts`, in the wire format of the provider in use.
+fn reply_text(parts: &[&str]) -> Vec<String> {
+    if anthropic_provider() {
+        anthropic::text(parts)
+    } else {
+        openai::text(parts)
+    }
+}
+
 fn reply_500() -> Vec<String> {
     let words: Vec<String> = (0..500).map(|i| format!("w{i} ")).collect();
     let refs: Vec<&str> = words.iter().map(String::as_str).collect();
-    openai::text(&refs)
+    reply_text(&refs)
 }
 
 async fn one_turn(srv: &Server, tok: &str, ws: &str) -> (f64, f64) {
@@ -233,7 +250,11 @@ fn runs(section: &str) -> bool {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let args = &["--workstream-idle-timeout", "0", "--max-workstreams", "250"];
+    let mut args = vec!["--workstream-idle-timeout", "0", "--max-workstreams", "250"];
+    if anthropic_provider() {
+        args.extend(["--provider", "anthropic"]);
+    }
+    let args = args.as_slice();
     // A misspelt section would otherwise run nothing and print nothing.
     if let Ok(v) = std::env::var("TURNSTONE_BENCH_SECTIONS") {
         for s in v.split(',').map(str::trim) {
@@ -332,7 +353,7 @@ async fn sequential(args: &[&str]) {
     let ws = srv.create(&tok, json!({})).await;
     let mut lat = Vec::new();
     for i in 0..turns {
-        srv.llm.push(sse(openai::text(&["ok"])));
+        srv.llm.push(sse(reply_text(&["ok"])));
         let (_, total) = one_turn(&srv, &tok, &ws).await;
         if i >= 10 {
             lat.push(total);
@@ -353,7 +374,7 @@ async fn after_quiet(args: &[&str]) {
     let tok = srv.setup_admin().await;
     let ws = srv.create(&tok, json!({})).await;
     for _ in 0..3 {
-        srv.llm.push(sse(openai::text(&["ok"])));
+        srv.llm.push(sse(reply_text(&["ok"])));
         one_turn(&srv, &tok, &ws).await;
     }
     let (mut cold, mut warm, mut rss) = (Vec::new(), Vec::new(), Vec::new());
@@ -362,7 +383,7 @@ async fn after_quiet(args: &[&str]) {
         tokio::time::sleep(Duration::from_secs(11)).await;
         rss.push(status_kb(srv.pid(), "VmRSS:"));
         for lat in [&mut cold, &mut warm] {
-            srv.llm.push(sse(openai::text(&["ok"])));
+            srv.llm.push(sse(reply_text(&["ok"])));
             lat.push(one_turn(&srv, &tok, &ws).await.1);
         }
     }
@@ -463,7 +484,7 @@ async fn inflight(args: &[&str]) {
     let srv = Server::start(vec![], "[server]\nmax_connections_per_ip = 0", args).await;
     let tok = srv.setup_admin().await;
     let words: Vec<String> = (0..100).map(|i| format!("w{i} ")).collect();
-    let reply = openai::text(&words.iter().map(String::as_str).collect::<Vec<_>>());
+    let reply = reply_text(&words.iter().map(String::as_str).collect::<Vec<_>>());
     let (ids, mut streams) = ready_workstreams(&srv, &tok, n, || Step::Sse {
         frames: reply.clone(),
         gap: Duration::from_millis(40),
@@ -524,7 +545,7 @@ async fn thousand() {
         &srv,
         &tok,
         n,
-        &openai::text(&words.iter().map(String::as_str).collect::<Vec<_>>()),
+        &reply_text(&words.iter().map(String::as_str).collect::<Vec<_>>()),
     )
     .await;
     println!(
@@ -551,7 +572,7 @@ async fn overload() {
         // 100 tokens 60 ms apart: every stream holds its slot for 6 s, so
         // all 1,100 calls are in flight at once.
         let words: Vec<String> = (0..100).map(|i| format!("w{i} ")).collect();
-        let reply = openai::text(&words.iter().map(String::as_str).collect::<Vec<_>>());
+        let reply = reply_text(&words.iter().map(String::as_str).collect::<Vec<_>>());
         let (ids, mut streams) = ready_workstreams(&srv, &tok, n, || Step::Sse {
             frames: reply.clone(),
             gap: Duration::from_millis(60),

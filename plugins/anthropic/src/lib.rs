@@ -3,6 +3,7 @@
 //! SSE stream. Serves `anthropic` and `anthropic-compatible`.
 
 pub mod body;
+pub mod delta_event;
 pub mod models;
 pub mod stream;
 

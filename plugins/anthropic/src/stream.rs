@@ -70,8 +70,56 @@ impl<'a> MessagesStream<'a> {
         }
     }
 
+    /// One `content_block_delta`: `field` gives the delta's `type` and text
+    /// fields ("" when absent). Merged text deltas are copied once, into the
+    /// batch.
+    fn block_delta<'d>(
+        &mut self,
+        index: usize,
+        field: impl Fn(&str) -> &'d str,
+    ) -> Result<(), ProviderError> {
+        if index >= self.blocks.len() {
+            return Err(ProviderError::Network(
+                "delta for an unknown content block".into(),
+            ));
+        }
+        match field("type") {
+            "text_delta" => {
+                let t = field("text");
+                append(&mut self.blocks[index], "text", t);
+                self.batch.push_text(false, t, &mut *self.sink)?;
+            }
+            "thinking_delta" => {
+                let t = field("thinking");
+                append(&mut self.blocks[index], "thinking", t);
+                self.batch.push_text(true, t, &mut *self.sink)?;
+            }
+            "signature_delta" => append(&mut self.blocks[index], "signature", field("signature")),
+            "input_json_delta" => {
+                let part = field("partial_json").to_string();
+                self.partial_json[index].push_str(&part);
+                if let Some(ordinal) = self.tool_ordinal[index] {
+                    self.send(StreamEvent::ToolCallDelta(ToolCallDelta {
+                        index: ordinal,
+                        id: None,
+                        name: None,
+                        arguments_delta: part,
+                    }))?;
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
     /// Handles one SSE `data` payload.
     pub fn handle(&mut self, data: &str) -> Result<(), ProviderError> {
+        // Nearly every event is a block delta: read typed, its text borrowed.
+        if let Some(event) = crate::delta_event::parse(data) {
+            let delta = event.delta.unwrap_or_default();
+            let index = event.index.unwrap_or(0) as usize;
+            return self.block_delta(index, |k| delta.field(k));
+        }
         let v: Value = serde_json::from_str(data)
             .map_err(|e| ProviderError::Network(format!("malformed stream event: {e}")))?;
         match v.get("type").and_then(Value::as_str).unwrap_or("") {
@@ -122,46 +170,14 @@ impl<'a> MessagesStream<'a> {
                 }
                 self.blocks[index] = block;
             }
+            // A block delta the typed reading declined (an odd shape).
             "content_block_delta" => {
                 let index = v.get("index").and_then(Value::as_u64).unwrap_or(0) as usize;
-                // Borrowed, not cloned: a stream is thousands of these, and
-                // merged text deltas are copied once, into the batch.
                 let null = Value::Null;
                 let delta = v.get("delta").unwrap_or(&null);
-                if index >= self.blocks.len() {
-                    return Err(ProviderError::Network(
-                        "delta for an unknown content block".into(),
-                    ));
-                }
-                let text = |k: &str| delta.get(k).and_then(Value::as_str).unwrap_or("");
-                match delta.get("type").and_then(Value::as_str).unwrap_or("") {
-                    "text_delta" => {
-                        let t = text("text");
-                        append(&mut self.blocks[index], "text", t);
-                        self.batch.push_text(false, t, &mut *self.sink)?;
-                    }
-                    "thinking_delta" => {
-                        let t = text("thinking");
-                        append(&mut self.blocks[index], "thinking", t);
-                        self.batch.push_text(true, t, &mut *self.sink)?;
-                    }
-                    "signature_delta" => {
-                        append(&mut self.blocks[index], "signature", text("signature"))
-                    }
-                    "input_json_delta" => {
-                        let part = text("partial_json").to_string();
-                        self.partial_json[index].push_str(&part);
-                        if let Some(ordinal) = self.tool_ordinal[index] {
-                            self.send(StreamEvent::ToolCallDelta(ToolCallDelta {
-                                index: ordinal,
-                                id: None,
-                                name: None,
-                                arguments_delta: part,
-                            }))?;
-                        }
-                    }
-                    _ => {}
-                }
+                return self.block_delta(index, |k| {
+                    delta.get(k).and_then(Value::as_str).unwrap_or("")
+                });
             }
             "content_block_stop" => {
                 let index = v.get("index").and_then(Value::as_u64).unwrap_or(0) as usize;

@@ -1,0 +1,185 @@
+//! The Messages stream's commonest event, `content_block_delta`, read typed.
+//!
+//! A reply is thousands of these against a handful of other events. Read
+//! into a `serde_json::Value` tree, each one allocated its two maps and every
+//! key and string; read into these structs its text is borrowed from the
+//! payload (copied only when it holds escapes) and other fields are skipped.
+//! An event that does not fit them (another type of event, a field of an
+//! unexpected type, a repeated field) is read as a `Value` as before, so the
+//! typed reading is only ever taken where it agrees with that one (a test
+//! holds them equal).
+
+use serde::{Deserialize, Deserializer};
+use std::borrow::Cow;
+
+/// A `content_block_delta` event, when `data` is one of the expected shape.
+pub fn parse(data: &str) -> Option<BlockDeltaEvent<'_>> {
+    serde_json::from_str::<BlockDeltaEvent>(data)
+        .ok()
+        .filter(|e| e.kind == "content_block_delta")
+}
+
+/// The fields of a block delta event that the adapter reads.
+#[derive(Debug, Deserialize)]
+pub struct BlockDeltaEvent<'a> {
+    /// The event's type.
+    #[serde(rename = "type", borrow)]
+    pub kind: Cow<'a, str>,
+    /// The content block the delta belongs to (0 when absent or null).
+    #[serde(default)]
+    pub index: Option<u64>,
+    /// The delta itself (none when absent or null).
+    #[serde(default, borrow)]
+    pub delta: Option<BlockDelta<'a>>,
+}
+
+/// A delta's kind and its text fields; a missing or null one reads as "".
+#[derive(Debug, Default, Deserialize)]
+pub struct BlockDelta<'a> {
+    /// `text_delta`, `thinking_delta`, `signature_delta`, `input_json_delta`.
+    #[serde(rename = "type", default, borrow, deserialize_with = "text")]
+    pub kind: Option<Cow<'a, str>>,
+    /// Visible text.
+    #[serde(default, borrow, deserialize_with = "text")]
+    pub text: Option<Cow<'a, str>>,
+    /// Reasoning text.
+    #[serde(default, borrow, deserialize_with = "text")]
+    pub thinking: Option<Cow<'a, str>>,
+    /// A thinking block's signature.
+    #[serde(default, borrow, deserialize_with = "text")]
+    pub signature: Option<Cow<'a, str>>,
+    /// A piece of a tool call's input.
+    #[serde(default, borrow, deserialize_with = "text")]
+    pub partial_json: Option<Cow<'a, str>>,
+}
+
+impl BlockDelta<'_> {
+    /// The named field's text ("" when absent or null), as the adapter's
+    /// `Value` reading gives it.
+    pub fn field(&self, name: &str) -> &str {
+        let f = match name {
+            "type" => &self.kind,
+            "text" => &self.text,
+            "thinking" => &self.thinking,
+            "signature" => &self.signature,
+            "partial_json" => &self.partial_json,
+            _ => &None,
+        };
+        f.as_deref().unwrap_or("")
+    }
+}
+
+/// A string borrowed from the payload when it holds no escapes (serde's
+/// `borrow` alone leaves an `Option<Cow<str>>` owned).
+fn text<'de: 'a, 'a, D: Deserializer<'de>>(d: D) -> Result<Option<Cow<'a, str>>, D::Error> {
+    #[derive(Deserialize)]
+    struct Text<'a>(#[serde(borrow)] Cow<'a, str>);
+    Ok(Option::<Text>::deserialize(d)?.map(|t| t.0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::Value;
+
+    /// What the adapter's `Value` reading of a block delta gives: the
+    /// index and the fields it reads, or `None` for another event.
+    fn by_value(data: &str) -> Option<(u64, [String; 5])> {
+        let v: Value = serde_json::from_str(data).ok()?;
+        if v.get("type").and_then(Value::as_str) != Some("content_block_delta") {
+            return None;
+        }
+        let index = v.get("index").and_then(Value::as_u64).unwrap_or(0);
+        let null = Value::Null;
+        let delta = v.get("delta").unwrap_or(&null);
+        let f = |k: &str| {
+            delta
+                .get(k)
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        };
+        Some((
+            index,
+            ["type", "text", "thinking", "signature", "partial_json"].map(f),
+        ))
+    }
+
+    fn typed(data: &str) -> Option<(u64, [String; 5])> {
+        let e = parse(data)?;
+        let d = e.delta.unwrap_or_default();
+        Some((
+            e.index.unwrap_or(0),
+            ["type", "text", "thinking", "signature", "partial_json"].map(|k| d.field(k).into()),
+        ))
+    }
+
+    const EVENTS: &[&str] = &[
+        r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hello"}}"#,
+        r#"{"type":"content_block_delta","index":1,"delta":{"type":"thinking_delta","thinking":"Let me think"}}"#,
+        r#"{"type":"content_block_delta","index":1,"delta":{"type":"signature_delta","signature":"EqQBCgIYAhIM"}}"#,
+        r#"{"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"{\"city\": \"Par"}}"#,
+        r#"{"delta":{"text":"tok1 ","type":"text_delta"},"index":0,"type":"content_block_delta"}"#,
+        r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"line\nbreak é"}}"#,
+        r#"{"type":"content_block_delta","delta":null}"#,
+        r#"{"type":"content_block_delta","index":null,"delta":{}}"#,
+        r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":null}}"#,
+        r#"{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":15}}"#,
+        r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,
+        r#"{"type":"content_block_delta","index":-1,"delta":{"type":"text_delta","text":"x"}}"#,
+        r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":7}}"#,
+        r#"{"type":"content_block_delta","index":0,"delta":"x"}"#,
+        r#"{"type":"content_block_delta","index":0,"index":1,"delta":{"type":"text_delta","text":"x"}}"#,
+        r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a","text":"b"}}"#,
+        r#"{"type":"\u0063ontent_block_delta","index":0,"delta":{"type":"text_delta","text":"x"}}"#,
+    ];
+
+    #[test]
+    fn block_deltas_read_typed_and_borrowed() {
+        let e = parse(EVENTS[0]).expect("a text delta");
+        let d = e.delta.expect("delta");
+        assert!(matches!(d.text, Some(Cow::Borrowed("Hello"))));
+        assert_eq!((e.index, d.field("type")), (Some(0), "text_delta"));
+        assert!(parse(EVENTS[9]).is_none(), "another event");
+        assert!(parse(EVENTS[12]).is_none(), "a number where text goes");
+    }
+
+    /// The typed reading, wherever it answers, equals the `Value` reading,
+    /// over the events above and every truncation of them and every change
+    /// or insertion of one of a set of bytes that break or bend their shape.
+    #[test]
+    fn wherever_the_typed_reading_answers_it_equals_the_value_reading() {
+        let bytes: &[u8] = b"\"\\{}[],: 0-1.nul7\t";
+        let (mut answered, mut declined) = (0, 0);
+        let mut check = |text: &str| match typed(text) {
+            Some(t) => {
+                answered += 1;
+                assert_eq!(Some(t), by_value(text), "{text}");
+            }
+            None => declined += 1,
+        };
+        for data in EVENTS {
+            check(data);
+            for cut in 0..=data.len() {
+                if let Some(prefix) = data.get(..cut) {
+                    check(prefix);
+                }
+                for &b in bytes {
+                    let mut v = data.as_bytes().to_vec();
+                    v.insert(cut, b);
+                    if let Ok(t) = std::str::from_utf8(&v) {
+                        check(t);
+                    }
+                    if cut < data.len() {
+                        let mut v = data.as_bytes().to_vec();
+                        v[cut] = b;
+                        if let Ok(t) = std::str::from_utf8(&v) {
+                            check(t);
+                        }
+                    }
+                }
+            }
+        }
+        assert!(answered > 500 && declined > 500, "{answered} {declined}");
+    }
+}
