@@ -138,47 +138,30 @@ async fn run() {
         llm.port()
     ))
     .expect("grant");
-    let provider = runtime
-        .load(
-            PluginSource {
-                // Another build of the component, for an A/B of a guest change.
-                dir: std::env::var_os("TURNSTONE_BENCH_OPENAI_DIR")
-                    .map_or_else(|| root().join("target/components/openai"), PathBuf::from),
-                builtin: true,
-            },
-            PluginSettings {
-                grant: Some(grant.clone()),
-                ..Default::default()
-            },
-        )
-        .await
-        .expect("run `cargo xtask build-components` first");
-    let binding = ModelBinding::for_test(Arc::new(provider), &format!("{}/v1", llm.base_url()));
+    // A provider component: the built one, or another build of it named by
+    // `dir_var` (for an A/B of a guest change).
+    let load_provider = async |dir_var: &str, name: &str| {
+        let dir = std::env::var_os(dir_var).map_or_else(
+            || root().join("target/components").join(name),
+            PathBuf::from,
+        );
+        let settings = PluginSettings {
+            grant: Some(grant.clone()),
+            ..Default::default()
+        };
+        let source = PluginSource { dir, builtin: true };
+        let plugin = runtime.load(source, settings).await;
+        Arc::new(plugin.expect("run `cargo xtask build-components` first"))
+    };
+    let provider = load_provider("TURNSTONE_BENCH_OPENAI_DIR", "openai").await;
+    let binding = ModelBinding::for_test(provider, &format!("{}/v1", llm.base_url()));
     // The `stream` section's provider: openai unless asked for anthropic.
     let stream_anthropic =
         std::env::var("TURNSTONE_BENCH_STREAM_PROVIDER").is_ok_and(|p| p == "anthropic");
     let stream_binding = if stream_anthropic {
-        let plugin = runtime
-            .load(
-                PluginSource {
-                    dir: std::env::var_os("TURNSTONE_BENCH_ANTHROPIC_DIR")
-                        .map_or_else(|| root().join("target/components/anthropic"), PathBuf::from),
-                    builtin: true,
-                },
-                PluginSettings {
-                    grant: Some(grant.clone()),
-                    ..Default::default()
-                },
-            )
-            .await
-            .expect("run `cargo xtask build-components` first");
-        ModelBinding::new(
-            Arc::new(plugin),
-            "anthropic",
-            &llm.base_url(),
-            "claude-sonnet-4-5",
-        )
-        .with_api_key("sk-test")
+        let plugin = load_provider("TURNSTONE_BENCH_ANTHROPIC_DIR", "anthropic").await;
+        ModelBinding::new(plugin, "anthropic", &llm.base_url(), "claude-sonnet-4-5")
+            .with_api_key("sk-test")
     } else {
         binding.clone()
     };
