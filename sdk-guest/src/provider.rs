@@ -144,6 +144,18 @@ pub fn drive_sse(
     handler.end()
 }
 
+/// For `#[serde(deserialize_with = ...)]` on an `Option<Cow<'a, str>>`
+/// field: the string borrowed from the payload when it holds no escapes
+/// (serde's `borrow` alone leaves an `Option<Cow<str>>` owned), so an
+/// adapter's stream text costs no allocation of its own.
+pub fn borrowed_text<'de: 'a, 'a, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<std::borrow::Cow<'a, str>>, D::Error> {
+    #[derive(serde::Deserialize)]
+    struct Text<'a>(#[serde(borrow)] std::borrow::Cow<'a, str>);
+    Ok(<Option<Text> as serde::Deserialize>::deserialize(d)?.map(|t| t.0))
+}
+
 /// Sends one event to the host; false means "stop streaming now".
 pub fn emit(event: &StreamEvent) -> bool {
     bindings::turnstone::plugin0_1_0::provider_events::emit(event)

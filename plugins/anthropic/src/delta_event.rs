@@ -9,8 +9,9 @@
 //! typed reading is only ever taken where it agrees with that one (a test
 //! holds them equal).
 
-use serde::{Deserialize, Deserializer};
+use serde::Deserialize;
 use std::borrow::Cow;
+use turnstone_plugin_sdk::provider::borrowed_text;
 
 /// A `content_block_delta` event, when `data` is one of the expected shape.
 pub fn parse(data: &str) -> Option<BlockDeltaEvent<'_>> {
@@ -37,19 +38,19 @@ pub struct BlockDeltaEvent<'a> {
 #[derive(Debug, Default, Deserialize)]
 pub struct BlockDelta<'a> {
     /// `text_delta`, `thinking_delta`, `signature_delta`, `input_json_delta`.
-    #[serde(rename = "type", default, borrow, deserialize_with = "text")]
+    #[serde(rename = "type", default, borrow, deserialize_with = "borrowed_text")]
     pub kind: Option<Cow<'a, str>>,
     /// Visible text.
-    #[serde(default, borrow, deserialize_with = "text")]
+    #[serde(default, borrow, deserialize_with = "borrowed_text")]
     pub text: Option<Cow<'a, str>>,
     /// Reasoning text.
-    #[serde(default, borrow, deserialize_with = "text")]
+    #[serde(default, borrow, deserialize_with = "borrowed_text")]
     pub thinking: Option<Cow<'a, str>>,
     /// A thinking block's signature.
-    #[serde(default, borrow, deserialize_with = "text")]
+    #[serde(default, borrow, deserialize_with = "borrowed_text")]
     pub signature: Option<Cow<'a, str>>,
     /// A piece of a tool call's input.
-    #[serde(default, borrow, deserialize_with = "text")]
+    #[serde(default, borrow, deserialize_with = "borrowed_text")]
     pub partial_json: Option<Cow<'a, str>>,
 }
 
@@ -67,14 +68,6 @@ impl BlockDelta<'_> {
         };
         f.as_deref().unwrap_or("")
     }
-}
-
-/// A string borrowed from the payload when it holds no escapes (serde's
-/// `borrow` alone leaves an `Option<Cow<str>>` owned).
-fn text<'de: 'a, 'a, D: Deserializer<'de>>(d: D) -> Result<Option<Cow<'a, str>>, D::Error> {
-    #[derive(Deserialize)]
-    struct Text<'a>(#[serde(borrow)] Cow<'a, str>);
-    Ok(Option::<Text>::deserialize(d)?.map(|t| t.0))
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ use serde::de::{Deserializer, IgnoredAny, SeqAccess, Visitor};
 use serde_json::Value;
 use std::borrow::Cow;
 use std::marker::PhantomData;
+use turnstone_plugin_sdk::provider::borrowed_text;
 
 /// The fields of one chunk the adapter uses.
 #[derive(Debug, Default, PartialEq, Deserialize)]
@@ -28,14 +29,6 @@ pub struct Chunk<'a> {
     /// Token counts, usually in a final chunk with no choices.
     #[serde(default)]
     pub usage: Option<UsageChunk>,
-}
-
-/// A string borrowed from the payload when it holds no escapes (serde's
-/// `borrow` alone leaves an `Option<Cow<str>>` owned).
-fn text<'de: 'a, 'a, D: Deserializer<'de>>(d: D) -> Result<Option<Cow<'a, str>>, D::Error> {
-    #[derive(Deserialize)]
-    struct Text<'a>(#[serde(borrow)] Cow<'a, str>);
-    Ok(Option::<Text>::deserialize(d)?.map(|t| t.0))
 }
 
 /// The first element of a JSON list, the rest read past without keeping them.
@@ -74,13 +67,13 @@ pub struct Choice<'a> {
 #[derive(Debug, Default, PartialEq, Deserialize)]
 pub struct Delta<'a> {
     /// Visible text.
-    #[serde(default, borrow, deserialize_with = "text")]
+    #[serde(default, borrow, deserialize_with = "borrowed_text")]
     pub content: Option<Cow<'a, str>>,
     /// Reasoning text (vLLM, DeepSeek, llama.cpp).
-    #[serde(default, borrow, deserialize_with = "text")]
+    #[serde(default, borrow, deserialize_with = "borrowed_text")]
     pub reasoning_content: Option<Cow<'a, str>>,
     /// Reasoning text (OpenRouter, Ollama).
-    #[serde(default, borrow, deserialize_with = "text")]
+    #[serde(default, borrow, deserialize_with = "borrowed_text")]
     pub reasoning: Option<Cow<'a, str>>,
     /// Pieces of tool calls.
     #[serde(default)]
