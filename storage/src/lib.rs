@@ -20,6 +20,7 @@ mod ops;
 pub mod postgres;
 pub mod sqlite;
 mod sqlite_busy;
+mod sqlite_checkpoint;
 mod sqlite_plans;
 pub mod types;
 pub mod util;

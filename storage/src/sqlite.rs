@@ -16,6 +16,7 @@ use crate::ops::skills::impl_skill_store;
 use crate::ops::turns::impl_turn_store;
 use crate::ops::watches::impl_watch_store;
 use crate::ops::workstreams::impl_workstream_store;
+use crate::sqlite_checkpoint::Checkpoints;
 use crate::types::SearchFilter;
 use crate::write_gate::{WriteGate, WriteTx};
 use sqlx::sqlite::{
@@ -23,6 +24,7 @@ use sqlx::sqlite::{
     SqliteSynchronous,
 };
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
@@ -33,6 +35,8 @@ pub struct SqliteStore {
     /// Turn saves and usage rows, committed in groups under load (see
     /// `group_commit`).
     pub(crate) saves: GroupCommit,
+    /// The checkpointer's handle: dropped with the store, which ends it.
+    _checkpoints: Arc<Checkpoints>,
 }
 
 /// An idle connection must not be inside a transaction. One is after SQLite
@@ -70,6 +74,8 @@ impl SqliteStore {
             // Replaced by `sqlite_busy` once connected; this covers opening.
             .busy_timeout(crate::sqlite_busy::BUSY_WAIT)
             .foreign_keys(true);
+        let (checkpoints, checkpoint_requests) = Checkpoints::new();
+        let for_connections = Arc::downgrade(&checkpoints);
         let pool = SqlitePoolOptions::new()
             .max_connections(8)
             .acquire_timeout(Duration::from_secs(60))
@@ -79,9 +85,10 @@ impl SqliteStore {
             // in-process SQLite connection has none, and sqlx pings it on its
             // way back to the pool already, so a broken one never idles here.
             .test_before_acquire(false)
-            .after_connect(|conn, _| {
+            .after_connect(move |conn, _| {
+                let checkpoints = for_connections.clone();
                 Box::pin(async move {
-                    crate::sqlite_busy::install(conn).await?;
+                    crate::sqlite_busy::install(conn, checkpoints).await?;
                     crate::sqlite_plans::stable(conn).await
                 })
             })
@@ -90,11 +97,21 @@ impl SqliteStore {
             .await?;
         check_and_run(&MIGRATOR, &pool, &path.display().to_string(), "sqlite").await?;
         let gate = WriteGate::single();
+        tokio::spawn(crate::sqlite_checkpoint::run(
+            pool.clone(),
+            gate.clone(),
+            Arc::downgrade(&checkpoints),
+            checkpoint_requests,
+        ));
         let saves = GroupCommit::new(Writer {
             pool: pool.clone(),
             gate,
         });
-        Ok(Self { pool, saves })
+        Ok(Self {
+            pool,
+            saves,
+            _checkpoints: checkpoints,
+        })
     }
 
     /// Write transactions take the lock up front (`BEGIN IMMEDIATE`) so a

@@ -29,8 +29,8 @@ use std::time::{Duration, Instant};
 /// How long a statement waits for the lock before it fails with `SQLITE_BUSY`.
 pub(crate) const BUSY_WAIT: Duration = Duration::from_secs(30);
 
-/// WAL frames after which a commit checkpoints (SQLite's default; installing
-/// a WAL hook replaces the one that did this).
+/// WAL frames after which a commit asks for a checkpoint (SQLite's default;
+/// installing a WAL hook replaces the one that did this).
 const AUTO_CHECKPOINT_FRAMES: c_int = 1000;
 
 /// Commits seen in this process, and the waiters for the next one.
@@ -82,14 +82,16 @@ fn wait_for_commit(seen: std::sync::MutexGuard<'static, u64>, last: u64, timeout
         .map_or_else(|e| e.into_inner().0, |(guard, _)| guard)
 }
 
-/// SQLite's WAL hook: called after each commit, the lock released.
+/// SQLite's WAL hook: called after each commit, the lock released. `arg` is
+/// the connection's way to its store's checkpointer (`sqlite_checkpoint`), or
+/// null.
 extern "C" fn on_commit(
-    _arg: *mut c_void,
+    arg: *mut c_void,
     db: *mut sqlite3,
     schema: *const c_char,
     frames: c_int,
 ) -> c_int {
-    if frames >= AUTO_CHECKPOINT_FRAMES {
+    if frames >= AUTO_CHECKPOINT_FRAMES && !crate::sqlite_checkpoint::request(arg, frames) {
         // SAFETY: SQLite passes this connection's handle and the committed
         // schema's name, both valid for the call; a passive checkpoint from
         // the WAL hook is what SQLite's default hook does.
@@ -101,15 +103,19 @@ extern "C" fn on_commit(
 }
 
 /// Installs the busy handler (replacing the `busy_timeout` one) and the
-/// commit hook on `conn`.
-pub(crate) async fn install(conn: &mut sqlx::SqliteConnection) -> Result<(), sqlx::Error> {
+/// commit hook on `conn`, the hook handing checkpoints to `checkpoints`.
+pub(crate) async fn install(
+    conn: &mut sqlx::SqliteConnection,
+    checkpoints: std::sync::Weak<crate::sqlite_checkpoint::Checkpoints>,
+) -> Result<(), sqlx::Error> {
     let mut handle = conn.lock_handle().await?;
     let db: *mut sqlite3 = handle.as_raw_handle().as_ptr();
     // SAFETY: `db` is this connection's open handle, locked for the calls;
-    // the callbacks are plain functions that never unwind and use no
-    // argument.
+    // the callbacks are plain functions that never unwind; the hook's
+    // argument is owned by the connection and outlives its commits.
     let rc = unsafe {
-        sqlite3_wal_hook(db, Some(on_commit), std::ptr::null_mut());
+        let arg = crate::sqlite_checkpoint::attach(db, checkpoints);
+        sqlite3_wal_hook(db, Some(on_commit), arg);
         sqlite3_busy_handler(db, Some(on_busy), std::ptr::null_mut())
     };
     if rc == SQLITE_OK {

@@ -1,0 +1,278 @@
+//! Checkpoints of SQLite's write-ahead log, run beside the writers instead of
+//! inside a commit.
+//!
+//! SQLite's default WAL hook checkpoints on the connection that has just
+//! committed, once the log holds 1,000 frames. That commit returns only after
+//! the checkpoint has copied the log's pages into the database and synced
+//! both files: 11–13 ms on the machines of `docs/storage.md`, two `fsync`s.
+//! Writers here queue on one gate and turn saves are committed in groups, so
+//! every writer behind that commit waited for the checkpoint too; the serve
+//! bench's 100-turn burst met one such stall per run.
+//!
+//! A passive checkpoint does not need the write lock: SQLite lets it copy
+//! pages while another connection appends to the log. So the hook
+//! (`sqlite_busy::on_commit`) only asks the store's checkpointer, a task that
+//! runs `PRAGMA wal_checkpoint(PASSIVE)` on a connection of the pool, and the
+//! commit returns at once. Requests made while one is pending are merged.
+//! Frames that writers appended during the copy are copied by a second,
+//! short checkpoint with the store's write gate held, so the log still
+//! restarts from its start instead of growing under steady writes. Should a
+//! copy take so long (a slow or busy disk) that the log reaches
+//! [`BACKLOG_FRAMES`], commits wait for it and checkpoint themselves again.
+//! A connection without a live checkpointer (its store dropped) checkpoints
+//! inline, as SQLite's own hook does.
+
+use crate::write_gate::WriteGate;
+use libsqlite3_sys::{SQLITE_OK, sqlite3, sqlite3_set_clientdata};
+use sqlx::{SqliteConnection, SqlitePool};
+use std::os::raw::{c_int, c_void};
+use std::sync::{Arc, Condvar, Mutex, PoisonError, Weak};
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// The key of a connection's reference to its checkpointer in SQLite's
+/// per-connection client data, which drops it when the connection closes.
+const CLIENT_DATA_KEY: &std::ffi::CStr = c"turnstone.checkpointer";
+
+/// Frames in the log past which a commit no longer leaves the copy to the
+/// checkpointer: it waits for the copy under way and checkpoints itself, as
+/// SQLite's own hook does, so a slow disk slows the writers instead of
+/// growing the log without bound (8 MB of 4 KiB pages).
+pub(crate) const BACKLOG_FRAMES: c_int = 2_000;
+
+/// How long such a commit waits for the copy under way before it checkpoints
+/// anyway (its passive checkpoint then copies nothing while that one runs).
+const BACKLOG_WAIT: Duration = Duration::from_secs(5);
+
+/// A store's way to its checkpointer. The store holds the only strong
+/// reference; connections hold weak ones, so dropping the store ends the task.
+#[derive(Debug)]
+pub(crate) struct Checkpoints {
+    wanted: mpsc::Sender<()>,
+    /// Whether the checkpointer is copying beside the writers now.
+    copying: Mutex<bool>,
+    copied: Condvar,
+}
+
+/// Requests for a checkpoint, waiting for [`run`].
+pub(crate) struct Requests(mpsc::Receiver<()>);
+
+impl Checkpoints {
+    /// A checkpointer's handle and the requests [`run`] serves.
+    pub(crate) fn new() -> (Arc<Self>, Requests) {
+        // One slot: a request made while one waits adds nothing.
+        let (wanted, requests) = mpsc::channel(1);
+        let checkpoints = Self {
+            wanted,
+            copying: Mutex::new(false),
+            copied: Condvar::new(),
+        };
+        (Arc::new(checkpoints), Requests(requests))
+    }
+
+    fn set_copying(&self, now: bool) {
+        *self.copying.lock().unwrap_or_else(PoisonError::into_inner) = now;
+        if !now {
+            self.copied.notify_all();
+        }
+    }
+
+    /// Blocks until no copy runs beside the writers, or [`BACKLOG_WAIT`].
+    /// Called on a connection's worker thread, never on a tokio worker.
+    fn wait_for_copy(&self) {
+        let copying = self.copying.lock().unwrap_or_else(PoisonError::into_inner);
+        drop(
+            self.copied
+                .wait_timeout_while(copying, BACKLOG_WAIT, |copying| *copying),
+        );
+    }
+}
+
+/// Serves checkpoint requests on `pool` until the store's [`Checkpoints`] is
+/// dropped or the pool is closed. `gate` is the store's write gate.
+pub(crate) async fn run(
+    pool: SqlitePool,
+    gate: WriteGate,
+    checkpoints: Weak<Checkpoints>,
+    mut requests: Requests,
+) {
+    while requests.0.recv().await.is_some() {
+        let Some(handle) = checkpoints.upgrade() else {
+            break;
+        };
+        // The bulk of the log, copied beside the writers. `copying` is set
+        // only once the connection is ours: a commit waiting for the copy
+        // may hold the pool's last connection.
+        let Ok(mut conn) = pool.acquire().await else {
+            break;
+        };
+        handle.set_copying(true);
+        let bulk = checkpoint(&mut conn).await;
+        handle.set_copying(false);
+        drop(handle);
+        if let Err(sqlx::Error::PoolClosed) = bulk {
+            break;
+        }
+        // The next write restarts the log from its start only if it began
+        // once every frame was copied. A writer that began during the copy
+        // appends instead, and under steady writes that happened every time
+        // (the log grew to 60 MB in `sqlite_wal_is_checkpointed_as_commits_
+        // pile_up`). So what was appended meanwhile is copied with the write
+        // gate held: a short tail, and the next writer begins after it.
+        if let Ok(_turn) = gate.enter().await
+            && let Err(sqlx::Error::PoolClosed) = checkpoint(&mut conn).await
+        {
+            break;
+        }
+        drop(conn);
+        // Requests made by commits during the two passes are answered.
+        while requests.0.try_recv().is_ok() {}
+    }
+}
+
+/// One passive checkpoint: the frames in the log and how many of them are
+/// now copied into the database (`None` when the database is not in WAL
+/// mode). A failure other than a closed pool is logged; the log keeps every
+/// commit and the next request tries again.
+async fn checkpoint(conn: &mut SqliteConnection) -> Result<Option<(i64, i64)>, sqlx::Error> {
+    let done = sqlx::query_as::<_, (i64, i64, i64)>("PRAGMA wal_checkpoint(PASSIVE)")
+        .fetch_one(conn)
+        .await;
+    match done {
+        Ok((_, frames, copied)) if frames >= 0 => {
+            tracing::trace!(frames, copied, "WAL checkpoint");
+            Ok(Some((frames, copied)))
+        }
+        Ok(_) => Ok(None),
+        Err(e) => {
+            if !matches!(e, sqlx::Error::PoolClosed) {
+                tracing::warn!(error = %e, "WAL checkpoint failed");
+            }
+            Err(e)
+        }
+    }
+}
+
+/// Gives connection `db` a weak reference to `checkpoints`, owned by the
+/// connection (dropped when it closes); returns the pointer the WAL hook is
+/// to be given, or null when SQLite could not take it.
+///
+/// # Safety
+/// `db` must be an open connection handle, not used by another thread during
+/// the call.
+pub(crate) unsafe fn attach(db: *mut sqlite3, checkpoints: Weak<Checkpoints>) -> *mut c_void {
+    let arg = Weak::into_raw(checkpoints).cast_mut().cast::<c_void>();
+    // SAFETY: `db` is open and ours for the call (the caller's contract); the
+    // key is a static C string; `release` is how `arg` is freed, which SQLite
+    // calls when the connection closes, or at once when it cannot store it.
+    let rc = unsafe { sqlite3_set_clientdata(db, CLIENT_DATA_KEY.as_ptr(), arg, Some(release)) };
+    if rc == SQLITE_OK {
+        arg
+    } else {
+        std::ptr::null_mut()
+    }
+}
+
+/// Frees a pointer made by [`attach`].
+extern "C" fn release(arg: *mut c_void) {
+    // SAFETY: SQLite calls this once, with the pointer `attach` made by
+    // `Weak::into_raw`.
+    drop(unsafe { Weak::from_raw(arg.cast_const().cast::<Checkpoints>()) });
+}
+
+/// Asks for a checkpoint of a log of `frames` frames through `arg`, the
+/// pointer [`attach`] returned (or null). Returns whether a checkpointer has
+/// it; if not, the caller checkpoints itself. Past [`BACKLOG_FRAMES`] it
+/// first waits for the checkpointer's copy under way, then answers no.
+pub(crate) fn request(arg: *mut c_void, frames: c_int) -> bool {
+    if arg.is_null() {
+        return false;
+    }
+    // SAFETY: a non-null `arg` is the connection's pointer from `attach`,
+    // which stays valid until the connection closes, after its last commit;
+    // `ManuallyDrop` borrows the weak reference without giving it up.
+    let weak = std::mem::ManuallyDrop::new(unsafe {
+        Weak::from_raw(arg.cast_const().cast::<Checkpoints>())
+    });
+    let Some(checkpoints) = weak.upgrade() else {
+        return false;
+    };
+    if frames >= BACKLOG_FRAMES {
+        checkpoints.wait_for_copy();
+        return false;
+    }
+    match checkpoints.wanted.try_send(()) {
+        // Full: one is already waiting, and it will see this commit's frames.
+        Ok(()) | Err(mpsc::error::TrySendError::Full(())) => true,
+        Err(mpsc::error::TrySendError::Closed(())) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pointer as `attach` makes it, without a connection to own it.
+    fn pointer(checkpoints: &Arc<Checkpoints>) -> *mut c_void {
+        Weak::into_raw(Arc::downgrade(checkpoints))
+            .cast_mut()
+            .cast()
+    }
+
+    #[test]
+    fn a_request_reaches_a_live_checkpointer_once_however_often_it_is_made() {
+        let (checkpoints, mut requests) = Checkpoints::new();
+        let arg = pointer(&checkpoints);
+        assert!(request(arg, 1_000));
+        assert!(request(arg, 1_000), "merged into the waiting one");
+        assert_eq!(requests.0.try_recv(), Ok(()));
+        assert!(requests.0.try_recv().is_err(), "one request, not two");
+        assert!(
+            request(arg, 1_000),
+            "a new request after the first was taken"
+        );
+        assert_eq!(requests.0.try_recv(), Ok(()));
+        release(arg);
+        assert_eq!(Arc::weak_count(&checkpoints), 0, "the pointer is freed");
+    }
+
+    #[test]
+    fn without_a_live_checkpointer_the_committer_checkpoints_itself() {
+        assert!(!request(std::ptr::null_mut(), 1_000));
+
+        let (checkpoints, _requests) = Checkpoints::new();
+        let arg = pointer(&checkpoints);
+        drop(checkpoints);
+        assert!(!request(arg, 1_000), "the store is gone");
+        release(arg);
+
+        let (checkpoints, requests) = Checkpoints::new();
+        let arg = pointer(&checkpoints);
+        drop(requests);
+        assert!(!request(arg, 1_000), "the task has ended");
+        release(arg);
+    }
+
+    #[test]
+    fn past_the_backlog_a_commit_waits_for_the_copy_and_checkpoints_itself() {
+        let (checkpoints, mut requests) = Checkpoints::new();
+        let arg = pointer(&checkpoints) as usize;
+        checkpoints.set_copying(true);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let committer = std::thread::spawn(move || {
+            let handed = request(arg as *mut c_void, BACKLOG_FRAMES);
+            tx.send(()).unwrap();
+            handed
+        });
+        assert!(
+            rx.recv_timeout(Duration::from_millis(200)).is_err(),
+            "the commit waits while the copy runs"
+        );
+        checkpoints.set_copying(false);
+        rx.recv_timeout(BACKLOG_WAIT / 2)
+            .expect("the end of the copy lets it go");
+        assert!(!committer.join().unwrap(), "it checkpoints itself");
+        assert!(requests.0.try_recv().is_err(), "and asks nobody else");
+        release(arg as *mut c_void);
+    }
+}
