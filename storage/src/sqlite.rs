@@ -36,7 +36,7 @@ pub struct SqliteStore {
     /// `group_commit`).
     pub(crate) saves: GroupCommit,
     /// The checkpointer's handle: dropped with the store, which ends it.
-    _checkpoints: Arc<Checkpoints>,
+    pub(crate) _checkpoints: Arc<Checkpoints>,
 }
 
 /// An idle connection must not be inside a transaction. One is after SQLite

@@ -91,14 +91,16 @@ extern "C" fn on_commit(
     schema: *const c_char,
     frames: c_int,
 ) -> c_int {
+    // Waiters first: the lock is free, and a checkpoint below may take a
+    // while.
+    *commits() += 1;
+    COMMITTED.notify_all();
     if frames >= AUTO_CHECKPOINT_FRAMES && !crate::sqlite_checkpoint::request(arg, frames) {
         // SAFETY: SQLite passes this connection's handle and the committed
         // schema's name, both valid for the call; a passive checkpoint from
         // the WAL hook is what SQLite's default hook does.
         unsafe { sqlite3_wal_checkpoint(db, schema) };
     }
-    *commits() += 1;
-    COMMITTED.notify_all();
     SQLITE_OK
 }
 
