@@ -6,8 +6,9 @@
 //! the checkpoint has copied the log's pages into the database and synced
 //! both files: 11–13 ms on the machines of `docs/storage.md`, two `fsync`s.
 //! Writers here queue on one gate and turn saves are committed in groups, so
-//! every writer behind that commit waited for the checkpoint too; the serve
-//! bench's 100-turn burst met one such stall per run.
+//! every writer behind that commit waited for the checkpoint too; in the run
+//! of the serve bench traced, the 100-turn burst met one such stall and the
+//! 200-turn burst two.
 //!
 //! A passive checkpoint does not need the write lock: SQLite lets it copy
 //! pages while another connection appends to the log. So the hook
