@@ -56,6 +56,12 @@ async fn discard_if_stuck_in_transaction(
     Ok(!conn.is_in_transaction())
 }
 
+/// The size, in bytes, the log's file shrinks back to at the first commit
+/// after the log restarts. SQLite leaves it as large as it ever grew by
+/// default; one process's writers keep it under this (`sqlite_checkpoint`),
+/// so only a log that other processes or a slow disk grew is cut.
+pub(crate) const JOURNAL_SIZE_LIMIT: u64 = 8 << 20;
+
 impl SqliteStore {
     /// Opens (creating if needed) the database at `path` and migrates it.
     pub async fn open(path: &Path) -> Result<Self> {
@@ -73,6 +79,7 @@ impl SqliteStore {
             .synchronous(SqliteSynchronous::Normal)
             // Replaced by `sqlite_busy` once connected; this covers opening.
             .busy_timeout(crate::sqlite_busy::BUSY_WAIT)
+            .pragma("journal_size_limit", JOURNAL_SIZE_LIMIT.to_string())
             .foreign_keys(true);
         let (checkpoints, checkpoint_requests) = Checkpoints::new();
         let for_connections = Arc::downgrade(&checkpoints);

@@ -56,8 +56,23 @@ fn fallback(count: c_int) -> Duration {
     }
 }
 
+/// How long the checkpointer's restart of the log waits for other
+/// processes' writers and readers: its store's writers wait behind it.
+pub(crate) const RESTART_WAIT: Duration = Duration::from_secs(1);
+
 /// SQLite's busy callback: non-zero means "try again".
 extern "C" fn on_busy(_arg: *mut c_void, count: c_int) -> c_int {
+    busy(count, BUSY_WAIT)
+}
+
+/// The busy callback while the checkpointer restarts the log
+/// (`sqlite_checkpoint`): it gives up after [`RESTART_WAIT`].
+extern "C" fn on_busy_restarting(_arg: *mut c_void, count: c_int) -> c_int {
+    busy(count, RESTART_WAIT)
+}
+
+/// Waits for the lock as [`on_busy`] does, giving up after `limit`.
+fn busy(count: c_int, limit: Duration) -> c_int {
     let seen = commits();
     if count == 0 {
         // The holder may have committed just now: try once more at once.
@@ -66,7 +81,7 @@ extern "C" fn on_busy(_arg: *mut c_void, count: c_int) -> c_int {
     }
     let (started, last) = WAIT.get();
     let started = started.unwrap_or_else(Instant::now);
-    if started.elapsed() >= BUSY_WAIT {
+    if started.elapsed() >= limit {
         return 0;
     }
     let now = wait_for_commit(seen, last, fallback(count));
@@ -120,6 +135,31 @@ pub(crate) async fn install(
         sqlite3_wal_hook(db, Some(on_commit), arg);
         sqlite3_busy_handler(db, Some(on_busy), std::ptr::null_mut())
     };
+    if rc == SQLITE_OK {
+        Ok(())
+    } else {
+        Err(sqlx::Error::Protocol(format!(
+            "sqlite3_busy_handler failed with code {rc}"
+        )))
+    }
+}
+
+/// Makes `conn` give up waiting for the lock after [`RESTART_WAIT`]
+/// (`restarting`) or, again, [`BUSY_WAIT`].
+pub(crate) async fn set_restarting(
+    conn: &mut sqlx::SqliteConnection,
+    restarting: bool,
+) -> Result<(), sqlx::Error> {
+    let mut handle = conn.lock_handle().await?;
+    let db: *mut sqlite3 = handle.as_raw_handle().as_ptr();
+    let handler = if restarting {
+        on_busy_restarting
+    } else {
+        on_busy
+    };
+    // SAFETY: `db` is this connection's open handle, locked for the call;
+    // setting a busy handler only stores it.
+    let rc = unsafe { sqlite3_busy_handler(db, Some(handler), std::ptr::null_mut()) };
     if rc == SQLITE_OK {
         Ok(())
     } else {

@@ -22,6 +22,17 @@
 //! [`BACKLOG_FRAMES`], commits wait for it and checkpoint themselves again.
 //! A connection without a live checkpointer (its store dropped) checkpoints
 //! inline, as SQLite's own hook does.
+//!
+//! None of that restarts the log while another process (another store on
+//! the same file) writes too: the next write restarts it only if it began
+//! after every frame was copied and no reader is left in the log, and the
+//! other process's writers append at any moment. Four stores writing at
+//! once grew it to 167 MB. So once the log holds [`RESTART_FRAMES`], the
+//! checkpointer runs `wal_checkpoint(RESTART)`, which takes the write lock
+//! from every process and waits for the readers to leave the log (at most
+//! `sqlite_busy::RESTART_WAIT`), and the next write restarts the log. The
+//! file itself shrinks back to `JOURNAL_SIZE_LIMIT` (`sqlite.rs`) at the
+//! first commit after a restart; SQLite never shrinks it by default.
 
 use crate::write_gate::WriteGate;
 use libsqlite3_sys::{SQLITE_OK, sqlite3, sqlite3_set_clientdata};
@@ -43,6 +54,11 @@ const CLIENT_DATA_KEY: &std::ffi::CStr = c"turnstone.checkpointer";
 /// the tests allow it).
 pub(crate) const BACKLOG_FRAMES: c_int = 1_800;
 
+/// Frames in the log past which the checkpointer makes the next write
+/// restart it, waiting for other processes' writers and readers (33 MB of
+/// 4 KiB pages). One process's own writers never let the log grow this far.
+pub(crate) const RESTART_FRAMES: i64 = 8_000;
+
 /// How long such a commit waits for the copy under way before it checkpoints
 /// anyway (its passive checkpoint then copies nothing while that one runs).
 const BACKLOG_WAIT: Duration = Duration::from_secs(5);
@@ -56,6 +72,8 @@ pub(crate) struct Checkpoints {
     copies: AtomicU64,
     /// Commits that found the log past [`BACKLOG_FRAMES`] so far.
     backlogs: AtomicU64,
+    /// Restarts of a log past [`RESTART_FRAMES`] so far.
+    restarts: AtomicU64,
     /// Whether the checkpointer is copying beside the writers now.
     copying: Mutex<bool>,
     copied: Condvar,
@@ -73,6 +91,7 @@ impl Checkpoints {
             wanted,
             copies: AtomicU64::new(0),
             backlogs: AtomicU64::new(0),
+            restarts: AtomicU64::new(0),
             copying: Mutex::new(false),
             copied: Condvar::new(),
         };
@@ -89,6 +108,12 @@ impl Checkpoints {
     #[cfg(test)]
     pub(crate) fn backlogs(&self) -> u64 {
         self.backlogs.load(Ordering::Relaxed)
+    }
+
+    /// Restarts of a log past [`RESTART_FRAMES`] so far.
+    #[cfg(test)]
+    pub(crate) fn restarts(&self) -> u64 {
+        self.restarts.load(Ordering::Relaxed)
     }
 
     fn set_copying(&self, now: bool) {
@@ -157,8 +182,41 @@ pub(crate) async fn run(
         // commit after it (none of this process's gated writers can commit
         // before it ends) asks again.
         while requests.0.try_recv().is_ok() {}
-        if let Err(sqlx::Error::PoolClosed) = checkpoint(&mut conn).await {
-            break;
+        match checkpoint(&mut conn).await {
+            Err(sqlx::Error::PoolClosed) => break,
+            Ok(Some((frames, _))) if frames >= RESTART_FRAMES => {
+                if let Some(handle) = checkpoints.upgrade() {
+                    handle.restarts.fetch_add(1, Ordering::Relaxed);
+                }
+                if let Err(sqlx::Error::PoolClosed) = restart(&mut conn).await {
+                    break;
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Copies the whole log and waits, at most `sqlite_busy::RESTART_WAIT`, for
+/// every process's readers to leave it, so the next write restarts it. It
+/// holds the write lock meanwhile: other processes' writers wait too.
+async fn restart(conn: &mut SqliteConnection) -> Result<(), sqlx::Error> {
+    crate::sqlite_busy::set_restarting(conn, true).await?;
+    let done = sqlx::query_as::<_, (i64, i64, i64)>("PRAGMA wal_checkpoint(RESTART)")
+        .fetch_one(&mut *conn)
+        .await;
+    // Back to the usual wait before the connection serves anyone else.
+    let reset = crate::sqlite_busy::set_restarting(conn, false).await;
+    match done {
+        Ok((busy, frames, copied)) => {
+            tracing::debug!(busy, frames, copied, "WAL restart");
+            reset
+        }
+        Err(e) => {
+            if !matches!(e, sqlx::Error::PoolClosed) {
+                tracing::warn!(error = %e, "WAL restart failed");
+            }
+            reset.and(Err(e))
         }
     }
 }
@@ -250,6 +308,9 @@ pub(crate) fn request(arg: *mut c_void, frames: c_int) -> bool {
     if frames >= BACKLOG_FRAMES {
         checkpoints.backlogs.fetch_add(1, Ordering::Relaxed);
         checkpoints.wait_for_copy();
+        // The checkpointer still runs a cycle: only it restarts a log that
+        // other processes keep from restarting (past `RESTART_FRAMES`).
+        let _ = checkpoints.wanted.try_send(());
         return false;
     }
     match checkpoints.wanted.try_send(()) {
@@ -324,7 +385,11 @@ mod tests {
             .expect("the end of the copy lets it go");
         assert!(!committer.join().unwrap(), "it checkpoints itself");
         assert_eq!(checkpoints.backlogs(), 1);
-        assert!(requests.0.try_recv().is_err(), "and asks nobody else");
+        assert_eq!(
+            requests.0.try_recv(),
+            Ok(()),
+            "and asks for a cycle, which restarts a log others keep from restarting"
+        );
         release(arg as *mut c_void);
     }
 
@@ -365,5 +430,71 @@ mod tests {
             .unwrap()
             .len();
         assert!(wal < 8 << 20, "the log grew to {wal} bytes");
+    }
+
+    /// Stores on one file writing at once, as processes sharing a database
+    /// do: the log no longer restarts by itself, so the checkpointer makes it
+    /// restart past `RESTART_FRAMES`, and the file shrinks back afterwards.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn stores_writing_at_once_keep_their_log_bounded_and_it_shrinks_back() {
+        use crate::backend::{TurnStore, WorkstreamStore};
+        use crate::types::{NewTurn, NewWorkstream, Role};
+        use std::sync::atomic::AtomicBool;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db");
+        let mut stores = Vec::new();
+        for _ in 0..4 {
+            stores.push(crate::sqlite::SqliteStore::open(&path).await.unwrap());
+        }
+        let ws = stores[0]
+            .create_workstream(&NewWorkstream::default())
+            .await
+            .unwrap();
+        stores[0].publish_workstream(&ws).await.unwrap();
+        let wal = path.with_extension("db-wal");
+        let wal_len = || std::fs::metadata(&wal).map_or(0, |m| m.len());
+        let done = Arc::new(AtomicBool::new(false));
+        let sampler = tokio::spawn({
+            let (done, wal) = (done.clone(), wal.clone());
+            async move {
+                let mut peak = 0;
+                while !done.load(Ordering::Relaxed) {
+                    peak = peak.max(std::fs::metadata(&wal).map_or(0, |m| m.len()));
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                }
+                peak
+            }
+        });
+        let text = "x".repeat(2_000);
+        futures::future::join_all(stores.iter().enumerate().map(|(n, store)| {
+            let (ws, text) = (&ws.ws_id, &text);
+            async move {
+                for i in 0..750 {
+                    let turn = NewTurn::text(Role::User, format!("{n}.{i} {text}"));
+                    store.save_turn(ws, &turn).await.unwrap();
+                }
+            }
+        }))
+        .await;
+        done.store(true, Ordering::Relaxed);
+        let peak = sampler.await.unwrap();
+        let restarts: u64 = stores.iter().map(|s| s._checkpoints.restarts()).sum();
+        eprintln!("{restarts} restarts, log peak {peak} bytes");
+        // Without the restart this run grew the log to about 167 MB.
+        assert!(restarts >= 1, "the log was never restarted (peak {peak})");
+        assert!(peak < 64 << 20, "the log grew to {peak} bytes");
+        // One store writing alone restarts the log at its next cycle, and
+        // the first commit after that cuts the file back.
+        let mut saves = 0;
+        while wal_len() > crate::sqlite::JOURNAL_SIZE_LIMIT && saves < 2_000 {
+            let turn = NewTurn::text(Role::User, format!("alone {saves} {text}"));
+            stores[0].save_turn(&ws.ws_id, &turn).await.unwrap();
+            saves += 1;
+        }
+        let len = wal_len();
+        assert!(
+            len <= crate::sqlite::JOURNAL_SIZE_LIMIT,
+            "the log's file is still {len} bytes after {saves} saves alone (peak {peak})"
+        );
     }
 }
