@@ -27,18 +27,23 @@
 //! the same file) writes too: the next write restarts it only if it began
 //! after every frame was copied and no reader is left in the log, and the
 //! other process's writers append at any moment. Four stores writing at
-//! once grew it to 167 MB. So once the log holds [`RESTART_FRAMES`], the
-//! checkpointer runs `wal_checkpoint(RESTART)`, which takes the write lock
-//! from every process and waits for the readers to leave the log (at most
-//! `sqlite_busy::RESTART_WAIT`), and the next write restarts the log. The
-//! file itself shrinks back to `JOURNAL_SIZE_LIMIT` (`sqlite.rs`) at the
-//! first commit after a restart; SQLite never shrinks it by default.
+//! once grew it to 167 MB. So once a commit finds the log at
+//! [`RESTART_FRAMES`] or more, the checkpointer runs
+//! `wal_checkpoint(RESTART)`: it waits for the write lock, which holds off
+//! every process's writers, copies the rest and waits for the readers to
+//! leave the log (the two waits together at most
+//! `sqlite_busy::RESTART_WAIT`), and the next write restarts the log. A
+//! restart that gave up waiting is not tried again for [`RESTART_BACKOFF`],
+//! so a long reader costs the writers one such wait, not one per cycle. The
+//! file shrinks back to `JOURNAL_SIZE_LIMIT` (`sqlite.rs`) at the first
+//! commit after a restart, if that commit is one of ours; SQLite keeps it as
+//! large as it grew by default.
 
 use crate::write_gate::WriteGate;
 use libsqlite3_sys::{SQLITE_OK, sqlite3, sqlite3_set_clientdata};
 use sqlx::{SqliteConnection, SqlitePool};
 use std::os::raw::{c_int, c_void};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError, Weak};
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -56,8 +61,13 @@ pub(crate) const BACKLOG_FRAMES: c_int = 1_800;
 
 /// Frames in the log past which the checkpointer makes the next write
 /// restart it, waiting for other processes' writers and readers (33 MB of
-/// 4 KiB pages). One process's own writers never let the log grow this far.
-pub(crate) const RESTART_FRAMES: i64 = 8_000;
+/// 4 KiB pages). One process's gated writers reach it only past the backlog
+/// rule: a transaction that large, or a reader that keeps the log in use.
+pub(crate) const RESTART_FRAMES: c_int = 8_000;
+
+/// How long after a restart that gave up waiting (a reader stayed in the log
+/// past `sqlite_busy::RESTART_WAIT`) the checkpointer tries none.
+const RESTART_BACKOFF: Duration = Duration::from_secs(10);
 
 /// How long such a commit waits for the copy under way before it checkpoints
 /// anyway (its passive checkpoint then copies nothing while that one runs).
@@ -72,8 +82,11 @@ pub(crate) struct Checkpoints {
     copies: AtomicU64,
     /// Commits that found the log past [`BACKLOG_FRAMES`] so far.
     backlogs: AtomicU64,
-    /// Restarts of a log past [`RESTART_FRAMES`] so far.
+    /// Restarts of a log past [`RESTART_FRAMES`] so far (that did not give up).
     restarts: AtomicU64,
+    /// Whether a commit found the log at [`RESTART_FRAMES`] or more since
+    /// the checkpointer last looked.
+    restart_wanted: AtomicBool,
     /// Whether the checkpointer is copying beside the writers now.
     copying: Mutex<bool>,
     copied: Condvar,
@@ -92,6 +105,7 @@ impl Checkpoints {
             copies: AtomicU64::new(0),
             backlogs: AtomicU64::new(0),
             restarts: AtomicU64::new(0),
+            restart_wanted: AtomicBool::new(false),
             copying: Mutex::new(false),
             copied: Condvar::new(),
         };
@@ -110,7 +124,7 @@ impl Checkpoints {
         self.backlogs.load(Ordering::Relaxed)
     }
 
-    /// Restarts of a log past [`RESTART_FRAMES`] so far.
+    /// Restarts of a log past [`RESTART_FRAMES`] so far (that did not give up).
     #[cfg(test)]
     pub(crate) fn restarts(&self) -> u64 {
         self.restarts.load(Ordering::Relaxed)
@@ -143,6 +157,8 @@ pub(crate) async fn run(
     checkpoints: Weak<Checkpoints>,
     mut requests: Requests,
 ) {
+    // Until when no restart is tried, after one that gave up waiting.
+    let mut no_restart_until: Option<tokio::time::Instant> = None;
     while requests.0.recv().await.is_some() {
         let Some(handle) = checkpoints.upgrade() else {
             break;
@@ -182,25 +198,63 @@ pub(crate) async fn run(
         // commit after it (none of this process's gated writers can commit
         // before it ends) asks again.
         while requests.0.try_recv().is_ok() {}
-        match checkpoint(&mut conn).await {
-            Err(sqlx::Error::PoolClosed) => break,
-            Ok(Some((frames, _))) if frames >= RESTART_FRAMES => {
-                if let Some(handle) = checkpoints.upgrade() {
-                    handle.restarts.fetch_add(1, Ordering::Relaxed);
-                }
-                if let Err(sqlx::Error::PoolClosed) = restart(&mut conn).await {
-                    break;
-                }
+        let tail = checkpoint(&mut conn).await;
+        if let Err(sqlx::Error::PoolClosed) = tail {
+            break;
+        }
+        // The commits' word counts even when this pass could not tell the
+        // log's size (another connection held the checkpoint lock).
+        let Some(handle) = checkpoints.upgrade() else {
+            break;
+        };
+        let wanted = handle.restart_wanted.swap(false, Ordering::Relaxed)
+            || matches!(tail, Ok(Some((frames, _))) if frames >= i64::from(RESTART_FRAMES));
+        if !wanted || no_restart_until.is_some_and(|t| tokio::time::Instant::now() < t) {
+            continue;
+        }
+        // The restart swaps the connection's busy handler for a while; should
+        // this task be dropped meanwhile, the connection is closed, not
+        // handed to another user with the short wait.
+        conn.close_on_drop();
+        match restart(&mut conn).await {
+            Ok(Restart::Done) => {
+                handle.restarts.fetch_add(1, Ordering::Relaxed);
+                no_restart_until = None;
             }
-            _ => {}
+            // Another connection is checkpointing: no wait was spent, and the
+            // next commit past the mark asks again.
+            Ok(Restart::CheckpointBusy) => handle.restart_wanted.store(true, Ordering::Relaxed),
+            Ok(Restart::GaveUp) => {
+                tracing::warn!(
+                    wait = ?crate::sqlite_busy::RESTART_WAIT,
+                    retry_in = ?RESTART_BACKOFF,
+                    "the WAL could not be restarted: a reader or writer stayed in it"
+                );
+                no_restart_until = Some(tokio::time::Instant::now() + RESTART_BACKOFF);
+            }
+            Err(sqlx::Error::PoolClosed) => break,
+            Err(_) => {}
         }
     }
 }
 
-/// Copies the whole log and waits, at most `sqlite_busy::RESTART_WAIT`, for
-/// every process's readers to leave it, so the next write restarts it. It
-/// holds the write lock meanwhile: other processes' writers wait too.
-async fn restart(conn: &mut SqliteConnection) -> Result<(), sqlx::Error> {
+/// How a restart of the log ended.
+#[derive(Debug, PartialEq, Eq)]
+enum Restart {
+    /// Every frame copied and no reader left in the log: the next write
+    /// restarts it.
+    Done,
+    /// Another connection held the checkpoint lock, so nothing was tried.
+    CheckpointBusy,
+    /// A writer or reader stayed past the wait.
+    GaveUp,
+}
+
+/// Waits for the write lock, copies the whole log and waits for every
+/// process's readers to leave it, so the next write restarts it; the two
+/// waits together at most `sqlite_busy::RESTART_WAIT`. Every process's
+/// writers wait while it holds the write lock.
+async fn restart(conn: &mut SqliteConnection) -> Result<Restart, sqlx::Error> {
     crate::sqlite_busy::set_restarting(conn, true).await?;
     let done = sqlx::query_as::<_, (i64, i64, i64)>("PRAGMA wal_checkpoint(RESTART)")
         .fetch_one(&mut *conn)
@@ -210,7 +264,12 @@ async fn restart(conn: &mut SqliteConnection) -> Result<(), sqlx::Error> {
     match done {
         Ok((busy, frames, copied)) => {
             tracing::debug!(busy, frames, copied, "WAL restart");
-            reset
+            reset?;
+            Ok(match (busy, frames) {
+                (0, _) => Restart::Done,
+                (_, -1) => Restart::CheckpointBusy,
+                _ => Restart::GaveUp,
+            })
         }
         Err(e) => {
             if !matches!(e, sqlx::Error::PoolClosed) {
@@ -239,8 +298,8 @@ impl Drop for Copying<'_> {
 }
 
 /// One passive checkpoint: the frames in the log and how many of them are
-/// now copied into the database (`None` when the database is not in WAL
-/// mode). A failure other than a closed pool is logged; the log keeps every
+/// now copied into the database (`None` when another connection held the
+/// checkpoint lock, or the database is not in WAL mode). A failure other than a closed pool is logged; the log keeps every
 /// commit and the next request tries again.
 async fn checkpoint(conn: &mut SqliteConnection) -> Result<Option<(i64, i64)>, sqlx::Error> {
     let done = sqlx::query_as::<_, (i64, i64, i64)>("PRAGMA wal_checkpoint(PASSIVE)")
@@ -308,9 +367,13 @@ pub(crate) fn request(arg: *mut c_void, frames: c_int) -> bool {
     if frames >= BACKLOG_FRAMES {
         checkpoints.backlogs.fetch_add(1, Ordering::Relaxed);
         checkpoints.wait_for_copy();
-        // The checkpointer still runs a cycle: only it restarts a log that
-        // other processes keep from restarting (past `RESTART_FRAMES`).
-        let _ = checkpoints.wanted.try_send(());
+        if frames >= RESTART_FRAMES {
+            // Commits past the backlog mark no longer ask the checkpointer
+            // for a copy, and only it restarts a log that other processes
+            // keep from restarting: ask it for that.
+            checkpoints.restart_wanted.store(true, Ordering::Relaxed);
+            let _ = checkpoints.wanted.try_send(());
+        }
         return false;
     }
     match checkpoints.wanted.try_send(()) {
@@ -385,11 +448,13 @@ mod tests {
             .expect("the end of the copy lets it go");
         assert!(!committer.join().unwrap(), "it checkpoints itself");
         assert_eq!(checkpoints.backlogs(), 1);
-        assert_eq!(
-            requests.0.try_recv(),
-            Ok(()),
-            "and asks for a cycle, which restarts a log others keep from restarting"
-        );
+        assert!(requests.0.try_recv().is_err(), "and asks nobody else");
+        // Past the restart mark it asks for the restart too (no copy runs
+        // now, so it does not wait).
+        assert!(!request(arg as *mut c_void, RESTART_FRAMES));
+        assert_eq!(checkpoints.backlogs(), 2);
+        assert_eq!(requests.0.try_recv(), Ok(()), "a cycle is asked for");
+        assert!(checkpoints.restart_wanted.load(Ordering::Relaxed));
         release(arg as *mut c_void);
     }
 
@@ -482,6 +547,10 @@ mod tests {
         eprintln!("{restarts} restarts, log peak {peak} bytes");
         // Without the restart this run grew the log to about 167 MB.
         assert!(restarts >= 1, "the log was never restarted (peak {peak})");
+        assert!(
+            peak > crate::sqlite::JOURNAL_SIZE_LIMIT,
+            "the log peaked at {peak} bytes: too little to show it being cut back"
+        );
         assert!(peak < 64 << 20, "the log grew to {peak} bytes");
         // One store writing alone restarts the log at its next cycle, and
         // the first commit after that cuts the file back.
