@@ -58,8 +58,9 @@ async fn discard_if_stuck_in_transaction(
 
 /// The size, in bytes, the log's file shrinks back to at the first commit
 /// after the log restarts. SQLite leaves it as large as it ever grew by
-/// default; one process's writers keep it under this (`sqlite_checkpoint`),
-/// so only a log that other processes or a slow disk grew is cut.
+/// default; one process's gated writers normally keep it under this
+/// (`sqlite_checkpoint`), so what is cut is mostly a log that other
+/// processes, a long reader or a slow disk grew.
 pub(crate) const JOURNAL_SIZE_LIMIT: u64 = 8 << 20;
 
 impl SqliteStore {

@@ -212,9 +212,10 @@ pub(crate) async fn run(
         if !wanted || no_restart_until.is_some_and(|t| tokio::time::Instant::now() < t) {
             continue;
         }
-        // The restart swaps the connection's busy handler for a while; should
-        // this task be dropped meanwhile, the connection is closed, not
-        // handed to another user with the short wait.
+        // The restart swaps the connection's busy handler for a while. The
+        // connection is closed afterwards rather than pooled, so that were
+        // this task dropped meanwhile, nobody else would get it with the
+        // short wait; restarts are rare, and the pool opens another.
         conn.close_on_drop();
         match restart(&mut conn).await {
             Ok(Restart::Done) => {
@@ -299,8 +300,9 @@ impl Drop for Copying<'_> {
 
 /// One passive checkpoint: the frames in the log and how many of them are
 /// now copied into the database (`None` when another connection held the
-/// checkpoint lock, or the database is not in WAL mode). A failure other than a closed pool is logged; the log keeps every
-/// commit and the next request tries again.
+/// checkpoint lock, or the database is not in WAL mode). A failure other
+/// than a closed pool is logged; the log keeps every commit and the next
+/// request tries again.
 async fn checkpoint(conn: &mut SqliteConnection) -> Result<Option<(i64, i64)>, sqlx::Error> {
     let done = sqlx::query_as::<_, (i64, i64, i64)>("PRAGMA wal_checkpoint(PASSIVE)")
         .fetch_one(conn)
