@@ -84,6 +84,8 @@ pub(crate) struct Checkpoints {
     backlogs: AtomicU64,
     /// Restarts of a log past [`RESTART_FRAMES`] so far (that did not give up).
     restarts: AtomicU64,
+    /// Restarts that gave up waiting for a writer or reader so far.
+    gave_up: AtomicU64,
     /// Whether a commit found the log at [`RESTART_FRAMES`] or more since
     /// the checkpointer last looked.
     restart_wanted: AtomicBool,
@@ -105,6 +107,7 @@ impl Checkpoints {
             copies: AtomicU64::new(0),
             backlogs: AtomicU64::new(0),
             restarts: AtomicU64::new(0),
+            gave_up: AtomicU64::new(0),
             restart_wanted: AtomicBool::new(false),
             copying: Mutex::new(false),
             copied: Condvar::new(),
@@ -128,6 +131,12 @@ impl Checkpoints {
     #[cfg(test)]
     pub(crate) fn restarts(&self) -> u64 {
         self.restarts.load(Ordering::Relaxed)
+    }
+
+    /// Restarts that gave up waiting so far.
+    #[cfg(test)]
+    pub(crate) fn gave_up(&self) -> u64 {
+        self.gave_up.load(Ordering::Relaxed)
     }
 
     fn set_copying(&self, now: bool) {
@@ -226,6 +235,7 @@ pub(crate) async fn run(
             // next commit past the mark asks again.
             Ok(Restart::CheckpointBusy) => handle.restart_wanted.store(true, Ordering::Relaxed),
             Ok(Restart::GaveUp) => {
+                handle.gave_up.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(
                     wait = ?crate::sqlite_busy::RESTART_WAIT,
                     retry_in = ?RESTART_BACKOFF,
@@ -567,5 +577,74 @@ mod tests {
             len <= crate::sqlite::JOURNAL_SIZE_LIMIT,
             "the log's file is still {len} bytes after {saves} saves alone (peak {peak})"
         );
+    }
+
+    /// A reader that stays in the log (another process's long query) keeps
+    /// it from restarting: the restart gives up after its short wait instead
+    /// of holding the writers for the usual 30 s, is not retried at every
+    /// cycle, and every save still succeeds.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_reader_that_stays_in_the_log_costs_one_short_wait_and_loses_no_save() {
+        use crate::backend::{TurnStore, WorkstreamStore};
+        use crate::types::{NewTurn, NewWorkstream, Role};
+        use sqlx::Connection;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db");
+        let store = crate::sqlite::SqliteStore::open(&path).await.unwrap();
+        let ws = store
+            .create_workstream(&NewWorkstream::default())
+            .await
+            .unwrap();
+        store.publish_workstream(&ws).await.unwrap();
+        let text = "x".repeat(2_000);
+        let save = |label: String| {
+            let (store, ws, text) = (&store, &ws.ws_id, &text);
+            async move {
+                let t = std::time::Instant::now();
+                let turn = NewTurn::text(Role::User, format!("{label} {text}"));
+                store.save_turn(ws, &turn).await.unwrap();
+                t.elapsed()
+            }
+        };
+        save("before the reader".into()).await;
+        // A read transaction on a connection of its own, as another process
+        // would hold it: its snapshot keeps the log in use until it ends.
+        let mut reader = sqlx::SqliteConnection::connect(&format!("sqlite://{}", path.display()))
+            .await
+            .unwrap();
+        sqlx::query("BEGIN").execute(&mut reader).await.unwrap();
+        let (rows,): (i64,) = sqlx::query_as("SELECT count(*) FROM conversations")
+            .fetch_one(&mut reader)
+            .await
+            .unwrap();
+        assert_eq!(rows, 1);
+        let mut slowest = Duration::ZERO;
+        let mut saves = 0;
+        while store._checkpoints.gave_up() == 0 && saves < 20_000 {
+            slowest = slowest.max(save(format!("{saves}")).await);
+            saves += 1;
+        }
+        assert_eq!(store._checkpoints.gave_up(), 1, "after {saves} saves");
+        // More cycles, all inside the back-off: none tries again.
+        for i in 0..500 {
+            slowest = slowest.max(save(format!("after {i}")).await);
+        }
+        eprintln!("{saves} saves to the first give-up; slowest save {slowest:?}");
+        assert_eq!(
+            store._checkpoints.gave_up(),
+            1,
+            "retried within the back-off"
+        );
+        assert_eq!(store._checkpoints.restarts(), 0);
+        assert!(
+            slowest < crate::sqlite_busy::RESTART_WAIT * 4,
+            "a save waited {slowest:?} behind the restart"
+        );
+        sqlx::query("COMMIT").execute(&mut reader).await.unwrap();
+        let (rows,): (i64,) = sqlx::query_as("SELECT count(*) FROM conversations")
+            .fetch_one(&mut reader)
+            .await
+            .unwrap();
+        assert_eq!(rows, 1 + saves + 500, "every save is there");
     }
 }
