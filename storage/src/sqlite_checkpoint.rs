@@ -399,6 +399,17 @@ pub(crate) fn request(arg: *mut c_void, frames: c_int) -> bool {
 mod tests {
     use super::*;
 
+    /// A published workstream of `store`, for the saves of a test.
+    async fn workstream(store: &crate::sqlite::SqliteStore) -> String {
+        use crate::backend::WorkstreamStore;
+        let ws = store
+            .create_workstream(&crate::types::NewWorkstream::default())
+            .await
+            .unwrap();
+        store.publish_workstream(&ws).await.unwrap();
+        ws.ws_id
+    }
+
     /// A pointer as `attach` makes it, without a connection to own it.
     fn pointer(checkpoints: &Arc<Checkpoints>) -> *mut c_void {
         Weak::into_raw(Arc::downgrade(checkpoints))
@@ -474,21 +485,17 @@ mod tests {
     /// checkpointer runs it, and the log still restarts.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_store_copies_its_log_beside_the_writers_and_the_log_restarts() {
-        use crate::backend::{TurnStore, WorkstreamStore};
-        use crate::types::{NewTurn, NewWorkstream, Role};
+        use crate::backend::TurnStore;
+        use crate::types::{NewTurn, Role};
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.db");
         let store = crate::sqlite::SqliteStore::open(&path).await.unwrap();
-        let ws = store
-            .create_workstream(&NewWorkstream::default())
-            .await
-            .unwrap();
-        store.publish_workstream(&ws).await.unwrap();
+        let ws = workstream(&store).await;
         let text = "x".repeat(2_000);
         // At least a 4 KiB page per save: 12 MB of log or more unrestarted.
         for i in 0..3_000 {
             store
-                .save_turn(&ws.ws_id, &NewTurn::text(Role::User, format!("{i} {text}")))
+                .save_turn(&ws, &NewTurn::text(Role::User, format!("{i} {text}")))
                 .await
                 .unwrap();
         }
@@ -514,8 +521,8 @@ mod tests {
     /// restart past `RESTART_FRAMES`, and the file shrinks back afterwards.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn stores_writing_at_once_keep_their_log_bounded_and_it_shrinks_back() {
-        use crate::backend::{TurnStore, WorkstreamStore};
-        use crate::types::{NewTurn, NewWorkstream, Role};
+        use crate::backend::TurnStore;
+        use crate::types::{NewTurn, Role};
         use std::sync::atomic::AtomicBool;
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.db");
@@ -523,11 +530,7 @@ mod tests {
         for _ in 0..4 {
             stores.push(crate::sqlite::SqliteStore::open(&path).await.unwrap());
         }
-        let ws = stores[0]
-            .create_workstream(&NewWorkstream::default())
-            .await
-            .unwrap();
-        stores[0].publish_workstream(&ws).await.unwrap();
+        let ws = workstream(&stores[0]).await;
         let wal = path.with_extension("db-wal");
         let wal_len = || std::fs::metadata(&wal).map_or(0, |m| m.len());
         let done = Arc::new(AtomicBool::new(false));
@@ -544,7 +547,7 @@ mod tests {
         });
         let text = "x".repeat(2_000);
         futures::future::join_all(stores.iter().enumerate().map(|(n, store)| {
-            let (ws, text) = (&ws.ws_id, &text);
+            let (ws, text) = (&ws, &text);
             async move {
                 for i in 0..750 {
                     let turn = NewTurn::text(Role::User, format!("{n}.{i} {text}"));
@@ -569,7 +572,7 @@ mod tests {
         let mut saves = 0;
         while wal_len() > crate::sqlite::JOURNAL_SIZE_LIMIT && saves < 2_000 {
             let turn = NewTurn::text(Role::User, format!("alone {saves} {text}"));
-            stores[0].save_turn(&ws.ws_id, &turn).await.unwrap();
+            stores[0].save_turn(&ws, &turn).await.unwrap();
             saves += 1;
         }
         let len = wal_len();
@@ -585,20 +588,16 @@ mod tests {
     /// cycle, and every save still succeeds.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_reader_that_stays_in_the_log_costs_one_short_wait_and_loses_no_save() {
-        use crate::backend::{TurnStore, WorkstreamStore};
-        use crate::types::{NewTurn, NewWorkstream, Role};
+        use crate::backend::TurnStore;
+        use crate::types::{NewTurn, Role};
         use sqlx::Connection;
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.db");
         let store = crate::sqlite::SqliteStore::open(&path).await.unwrap();
-        let ws = store
-            .create_workstream(&NewWorkstream::default())
-            .await
-            .unwrap();
-        store.publish_workstream(&ws).await.unwrap();
+        let ws = workstream(&store).await;
         let text = "x".repeat(2_000);
         let save = |label: String| {
-            let (store, ws, text) = (&store, &ws.ws_id, &text);
+            let (store, ws, text) = (&store, &ws, &text);
             async move {
                 let t = std::time::Instant::now();
                 let turn = NewTurn::text(Role::User, format!("{label} {text}"));
