@@ -46,6 +46,7 @@
 pub mod agent;
 pub mod channel;
 mod delta_batch;
+pub mod edits;
 pub mod fs;
 pub mod guard;
 pub mod host;

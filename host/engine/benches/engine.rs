@@ -16,7 +16,9 @@
 //! directory (another build of it, for an A/B).
 //! `TURNSTONE_BENCH_STREAM_PROVIDER=anthropic` streams the `stream` section's
 //! reply as Messages API events through the anthropic component instead
-//! (`TURNSTONE_BENCH_ANTHROPIC_DIR` loads it from another directory).
+//! (`TURNSTONE_BENCH_ANTHROPIC_DIR` loads it from another directory);
+//! `responses` streams it as Responses API events through the openai
+//! component's Responses lane (a `gpt-5` model).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -27,7 +29,7 @@ use turnstone_engine::events::{EventSink, SessionEvent};
 use turnstone_engine::session::{ChatSession, ModelBinding, SessionConfig};
 use turnstone_protocol::Event;
 use turnstone_runtime::{PluginRegistry, PluginSettings, PluginSource, Runtime, RuntimeOptions};
-use turnstone_scripted_llm::{ScriptedLlm, Step, anthropic, openai};
+use turnstone_scripted_llm::{ScriptedLlm, Step, anthropic, openai, responses};
 use turnstone_storage::prelude::*;
 
 const TURNS: usize = 400;
@@ -154,16 +156,27 @@ async fn run() {
         Arc::new(plugin.expect("run `cargo xtask build-components` first"))
     };
     let provider = load_provider("TURNSTONE_BENCH_OPENAI_DIR", "openai").await;
-    let binding = ModelBinding::for_test(provider, &format!("{}/v1", llm.base_url()));
-    // The `stream` section's provider: openai unless asked for anthropic.
-    let stream_anthropic =
-        std::env::var("TURNSTONE_BENCH_STREAM_PROVIDER").is_ok_and(|p| p == "anthropic");
-    let stream_binding = if stream_anthropic {
-        let plugin = load_provider("TURNSTONE_BENCH_ANTHROPIC_DIR", "anthropic").await;
-        ModelBinding::new(plugin, "anthropic", &llm.base_url(), "claude-sonnet-4-5")
-            .with_api_key("sk-test")
-    } else {
-        binding.clone()
+    let binding = ModelBinding::for_test(provider.clone(), &format!("{}/v1", llm.base_url()));
+    // The `stream` section's provider and API: openai's Chat Completions
+    // unless asked for anthropic or for openai's Responses lane.
+    let stream_api = std::env::var("TURNSTONE_BENCH_STREAM_PROVIDER").unwrap_or_default();
+    let stream_binding = match stream_api.as_str() {
+        "anthropic" => {
+            let plugin = load_provider("TURNSTONE_BENCH_ANTHROPIC_DIR", "anthropic").await;
+            ModelBinding::new(plugin, "anthropic", &llm.base_url(), "claude-sonnet-4-5")
+                .with_api_key("sk-test")
+        }
+        "responses" => ModelBinding::new(
+            provider.clone(),
+            "openai",
+            &format!("{}/v1", llm.base_url()),
+            "gpt-5",
+        )
+        .with_api_key("sk-test"),
+        "" | "openai" => binding.clone(),
+        other => panic!(
+            "TURNSTONE_BENCH_STREAM_PROVIDER: {other:?} is not anthropic, responses or openai"
+        ),
     };
     let tools = Arc::new(PluginRegistry::default());
     let dir = tempfile::tempdir().expect("tempdir");
@@ -289,10 +302,10 @@ async fn run() {
         let words: Vec<String> = (0..STREAM_DELTAS).map(|i| format!("tok{i} ")).collect();
         let parts: Vec<&str> = words.iter().map(String::as_str).collect();
         let long = || {
-            step(if stream_anthropic {
-                anthropic::text(&parts)
-            } else {
-                openai::text(&parts)
+            step(match stream_api.as_str() {
+                "anthropic" => anthropic::text(&parts),
+                "responses" => responses::text(&parts),
+                _ => openai::text(&parts),
             })
         };
         let mut raw_runs = Vec::new();

@@ -10,7 +10,7 @@ use turnstone_runtime::provider_types as wit;
 use turnstone_runtime::{
     LoadedPlugin, PluginSettings, PluginSource, Runtime, RuntimeOptions, SecretSource,
 };
-use turnstone_scripted_llm::{ScriptedLlm, Step, anthropic, openai};
+use turnstone_scripted_llm::{ScriptedLlm, Step, anthropic, openai, responses};
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -34,6 +34,14 @@ struct Events {
     native: Mutex<Option<String>>,
     /// Each text delta as it arrived.
     text_events: Mutex<Vec<String>>,
+}
+
+impl Events {
+    /// The provider block kept for replay; the test fails without one.
+    fn replayed(&self) -> String {
+        let block = self.native.lock().unwrap().clone();
+        block.expect("a provider block to replay")
+    }
 }
 
 impl ProviderEventSink for Events {
@@ -215,6 +223,84 @@ async fn openai_tool_call_arguments_arrive_split_across_chunks() {
     r.unwrap();
     assert_eq!(*ev.args.lock().unwrap(), "{\"city\": \"Paris\"}");
     assert_eq!(*ev.finish.lock().unwrap(), ["FinishReason::ToolCalls"]);
+}
+
+/// The Responses lane (a `gpt-5` model) through the real component: the
+/// text, the reasoning kept for replay, the usage, the request's path and
+/// stateless body; then a call with a reasoning summary, a response cut at
+/// the output limit, one that fails mid-stream and one that ends early.
+#[tokio::test]
+async fn openai_responses_lane_streams_text_calls_and_end_states() {
+    let sse = |frames| Step::Sse {
+        frames,
+        gap: Duration::from_millis(2),
+    };
+    let llm = ScriptedLlm::start(vec![
+        sse(responses::text(&["It is ", "18C ", "and \"clear\"."])),
+        sse(responses::reasoning_then_call(
+            "gAAAAcall-reasoning",
+            &["**Looking** ", "it up"],
+            "call_7",
+            "get_weather",
+            &["{\"city\":", "\"Paris\"}"],
+        )),
+        sse(responses::incomplete(&["Cut"])),
+        sse(responses::failed(&["Par"], "The model failed.")),
+        sse(responses::text(&["never ends"])[..8].to_vec()),
+    ])
+    .await
+    .unwrap();
+    let p = provider("openai", llm.port()).await;
+    let req = request("openai", format!("{}/v1", llm.base_url()), "gpt-5");
+
+    let (ev, r) = complete(&p, &req).await;
+    r.unwrap();
+    assert_eq!(*ev.text.lock().unwrap(), "It is 18C and \"clear\".");
+    assert_eq!(*ev.finish.lock().unwrap(), ["FinishReason::Stop"]);
+    assert_eq!(*ev.usage.lock().unwrap(), Some((11, 67)));
+    let native = ev.replayed();
+    let items: serde_json::Value = serde_json::from_str(&native).unwrap();
+    assert_eq!(items[0]["type"], "reasoning");
+    assert_eq!(items[0]["encrypted_content"], "gAAAAscripted-reasoning");
+    let reqs = llm.requests();
+    assert_eq!(reqs[0].path, "/v1/responses");
+    assert_eq!(reqs[0].header("authorization"), Some("Bearer sk-scripted"));
+    assert_eq!(reqs[0].body["store"], false);
+    assert_eq!(reqs[0].body["include"][0], "reasoning.encrypted_content");
+    assert_eq!(reqs[0].body["input"][0]["content"], "Weather in Paris?");
+
+    let (ev, r) = complete(&p, &req).await;
+    r.unwrap();
+    assert_eq!(*ev.reasoning.lock().unwrap(), "**Looking** it up");
+    assert_eq!(*ev.args.lock().unwrap(), "{\"city\":\"Paris\"}");
+    assert_eq!(*ev.finish.lock().unwrap(), ["FinishReason::ToolCalls"]);
+    assert_eq!(*ev.usage.lock().unwrap(), Some((20, 42)));
+    let native = ev.replayed();
+    assert!(native.contains("gAAAAcall-reasoning"), "{native}");
+
+    let (ev, r) = complete(&p, &req).await;
+    r.unwrap();
+    assert_eq!(*ev.text.lock().unwrap(), "Cut");
+    assert_eq!(*ev.finish.lock().unwrap(), ["FinishReason::Length"]);
+
+    let (ev, r) = complete(&p, &req).await;
+    match r {
+        Err(wit::ProviderError::Server(e)) => assert_eq!(e.message, "The model failed."),
+        other => panic!("response.failed: {other:?}"),
+    }
+    assert_eq!(
+        *ev.text.lock().unwrap(),
+        "Par",
+        "text before the failure was streamed"
+    );
+
+    let (ev, r) = complete(&p, &req).await;
+    assert!(
+        matches!(r, Err(wit::ProviderError::Network(_))),
+        "no terminal event: {r:?}"
+    );
+    assert_eq!(*ev.text.lock().unwrap(), "never ends");
+    assert!(ev.finish.lock().unwrap().is_empty());
 }
 
 #[tokio::test]

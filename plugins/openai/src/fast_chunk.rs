@@ -308,6 +308,7 @@ impl<'a> Scanner<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use turnstone_plugin_sdk::edits::one_edit_variants;
 
     /// Chunks as servers send them (OpenAI, vLLM, DeepSeek, Ollama,
     /// OpenRouter, llama.cpp, Gemini), plus this repository's scripted LLM.
@@ -414,37 +415,8 @@ mod tests {
             None => declined += 1,
         };
         for data in REAL.iter().chain(EDGES) {
-            check(data);
-            for cut in 0..=data.len() {
-                if let Some(prefix) = data.get(..cut) {
-                    check(prefix);
-                }
-                if let Some(rest) = data.get(cut..) {
-                    // A multi-byte character where a byte could go.
-                    check(&format!("{}é{rest}", &data[..cut]));
-                }
-                for &b in bytes {
-                    let mut v = data.as_bytes().to_vec();
-                    v.insert(cut, b);
-                    if let Ok(t) = std::str::from_utf8(&v) {
-                        check(t);
-                    }
-                }
-                if cut == data.len() {
-                    continue;
-                }
-                let mut v = data.as_bytes().to_vec();
-                v.remove(cut);
-                if let Ok(t) = std::str::from_utf8(&v) {
-                    check(t);
-                }
-                for &b in bytes {
-                    let mut v = data.as_bytes().to_vec();
-                    v[cut] = b;
-                    if let Ok(t) = std::str::from_utf8(&v) {
-                        check(t);
-                    }
-                }
+            for text in one_edit_variants(data, bytes) {
+                check(&text);
             }
         }
         // Both outcomes happen often: the mutations exercise the reader.

@@ -6,6 +6,7 @@ pub mod body;
 pub mod chunk;
 pub mod fast_chunk;
 pub mod responses;
+pub mod responses_event;
 pub mod sse;
 pub mod stream;
 pub mod tools;

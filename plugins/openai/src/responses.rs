@@ -2,6 +2,7 @@
 //! SSE stream.
 
 use crate::body::DEFAULT_MAX_TOKENS;
+use crate::responses_event::EventHead;
 use crate::tools::{Body, FunctionSpec, ToolEntry};
 use serde_json::{Map, Value, json};
 use turnstone_plugin_sdk::provider::{
@@ -222,8 +223,103 @@ impl<'a> ResponsesStream<'a> {
         }
     }
 
-    /// Handles one SSE `data` payload.
+    /// Handles one SSE `data` payload: the common events through their
+    /// typed fields ([`EventHead`]), anything else as a `Value`.
     pub fn handle(&mut self, data: &str) -> Result<(), ProviderError> {
+        match EventHead::parse(data) {
+            Some(head) => self.handle_head(head, data),
+            None => self.handle_value(data),
+        }
+    }
+
+    /// An event whose typed fields were read. Replayed items and errors need
+    /// the whole event, so they go to [`Self::handle_value`].
+    fn handle_head(&mut self, e: EventHead<'_>, data: &str) -> Result<(), ProviderError> {
+        let delta = e.delta.as_deref().unwrap_or("");
+        match e.kind.as_ref() {
+            "response.output_text.delta" => self.batch.push_text(false, delta, &mut *self.sink),
+            "response.reasoning_text.delta" | "response.reasoning_summary_text.delta" => {
+                self.batch.push_text(true, delta, &mut *self.sink)
+            }
+            "response.function_call_arguments.delta" => {
+                let index = self.ordinal(e.output_index);
+                self.send(StreamEvent::ToolCallDelta(ToolCallDelta {
+                    index,
+                    id: None,
+                    name: None,
+                    arguments_delta: delta.to_string(),
+                }))
+            }
+            "response.output_item.added" => match e.item {
+                Some(item) if item.kind.as_deref() == Some("function_call") => {
+                    let index = self.ordinal(e.output_index);
+                    self.send(StreamEvent::ToolCallDelta(ToolCallDelta {
+                        index,
+                        id: Some(item.call_id.unwrap_or_default()),
+                        name: Some(item.name.unwrap_or_default()),
+                        arguments_delta: item.arguments.unwrap_or_default(),
+                    }))
+                }
+                _ => Ok(()),
+            },
+            "response.output_item.done" => match e.item.and_then(|i| i.kind) {
+                Some(kind) if REPLAYED_ITEMS.contains(&kind.as_ref()) => self.handle_value(data),
+                _ => Ok(()),
+            },
+            kind @ ("response.completed" | "response.incomplete") => {
+                let tail = e.response.unwrap_or_default();
+                let reason = tail.incomplete_details.and_then(|d| d.reason);
+                let usage = tail.usage.unwrap_or_default();
+                self.finish(
+                    kind == "response.incomplete",
+                    reason.as_deref().unwrap_or(""),
+                    Usage {
+                        prompt_tokens: usage.input_tokens,
+                        completion_tokens: usage.output_tokens,
+                        cached_tokens: usage.input_tokens_details.map_or(0, |d| d.cached_tokens),
+                        reasoning_tokens: usage
+                            .output_tokens_details
+                            .map_or(0, |d| d.reasoning_tokens),
+                    },
+                )
+            }
+            "response.failed" | "error" => self.handle_value(data),
+            _ => Ok(()),
+        }
+    }
+
+    /// The end of the response: its finish reason, usage, and the items to
+    /// replay with the turn.
+    fn finish(
+        &mut self,
+        incomplete: bool,
+        incomplete_reason: &str,
+        usage: Usage,
+    ) -> Result<(), ProviderError> {
+        self.finished = true;
+        let reason = if incomplete {
+            match incomplete_reason {
+                "content_filter" => FinishReason::ContentFilter,
+                _ => FinishReason::Length,
+            }
+        } else if self.calls.is_empty() {
+            FinishReason::Stop
+        } else {
+            FinishReason::ToolCalls
+        };
+        self.send(StreamEvent::Finish(reason))?;
+        self.send(StreamEvent::Usage(usage))?;
+        if !self.reasoning_items.is_empty() {
+            let items = json!(self.reasoning_items).to_string();
+            self.send(StreamEvent::ProviderBlock(items))?;
+        }
+        Ok(())
+    }
+
+    /// Reads an event as a `Value`: lenient about field types (a missing or
+    /// mistyped field reads as empty or zero), for the events
+    /// [`EventHead`] does not fit and those that need the whole event.
+    pub(crate) fn handle_value(&mut self, data: &str) -> Result<(), ProviderError> {
         let v: Value = serde_json::from_str(data)
             .map_err(|e| ProviderError::Network(format!("malformed stream event: {e}")))?;
         let s = |p: &str| {
@@ -279,29 +375,19 @@ impl<'a> ResponsesStream<'a> {
                 }
             }
             kind @ ("response.completed" | "response.incomplete") => {
-                self.finished = true;
-                let reason = if kind == "response.incomplete" {
-                    match s("/response/incomplete_details/reason").as_str() {
-                        "content_filter" => FinishReason::ContentFilter,
-                        _ => FinishReason::Length,
-                    }
-                } else if self.calls.is_empty() {
-                    FinishReason::Stop
-                } else {
-                    FinishReason::ToolCalls
-                };
-                self.send(StreamEvent::Finish(reason))?;
                 let n = |p: &str| v.pointer(p).and_then(Value::as_u64).unwrap_or(0) as u32;
-                self.send(StreamEvent::Usage(Usage {
-                    prompt_tokens: n("/response/usage/input_tokens"),
-                    completion_tokens: n("/response/usage/output_tokens"),
-                    cached_tokens: n("/response/usage/input_tokens_details/cached_tokens"),
-                    reasoning_tokens: n("/response/usage/output_tokens_details/reasoning_tokens"),
-                }))?;
-                if !self.reasoning_items.is_empty() {
-                    let items = json!(self.reasoning_items).to_string();
-                    self.send(StreamEvent::ProviderBlock(items))?;
-                }
+                self.finish(
+                    kind == "response.incomplete",
+                    &s("/response/incomplete_details/reason"),
+                    Usage {
+                        prompt_tokens: n("/response/usage/input_tokens"),
+                        completion_tokens: n("/response/usage/output_tokens"),
+                        cached_tokens: n("/response/usage/input_tokens_details/cached_tokens"),
+                        reasoning_tokens: n(
+                            "/response/usage/output_tokens_details/reasoning_tokens",
+                        ),
+                    },
+                )?;
             }
             "response.failed" | "error" => {
                 let message = v

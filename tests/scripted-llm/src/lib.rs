@@ -459,3 +459,209 @@ pub mod anthropic {
         f
     }
 }
+
+/// OpenAI Responses API stream builders (`POST /v1/responses`,
+/// `stream: true`), in the shape the API sends: every event named on an
+/// `event:` line and in its `type`, numbered by `sequence_number`, deltas
+/// padded with an `obfuscation` string, and the done events repeating the
+/// text the deltas carried (`response.completed` holds the whole output).
+pub mod responses {
+    use super::*;
+
+    /// Numbers events as the API does.
+    struct Events {
+        seq: u64,
+        frames: Vec<String>,
+    }
+
+    impl Events {
+        fn new() -> Self {
+            Self {
+                seq: 0,
+                frames: Vec::new(),
+            }
+        }
+
+        fn push(&mut self, kind: &str, mut v: Value) {
+            v["type"] = json!(kind);
+            v["sequence_number"] = json!(self.seq);
+            self.seq += 1;
+            self.frames.push(format!("event: {kind}\ndata: {v}\n\n"));
+        }
+
+        /// `response.created` and `response.in_progress`.
+        fn start(&mut self) {
+            for kind in ["response.created", "response.in_progress"] {
+                self.push(
+                    kind,
+                    json!({"response": response("in_progress", json!([]), Value::Null)}),
+                );
+            }
+        }
+
+        /// An encrypted reasoning item at `index`, with a summary streamed in `summary`.
+        fn reasoning(&mut self, index: u32, encrypted: &str, summary: &[&str]) -> Value {
+            let id = "rs_scripted";
+            self.push(
+                "response.output_item.added",
+                json!({"output_index": index, "item": {"id": id, "type": "reasoning", "summary": []}}),
+            );
+            for p in summary {
+                self.push(
+                    "response.reasoning_summary_text.delta",
+                    json!({"item_id": id, "output_index": index, "summary_index": 0, "delta": p, "obfuscation": "Qx7"}),
+                );
+            }
+            let text = summary.concat();
+            let summary = if text.is_empty() {
+                json!([])
+            } else {
+                json!([{"type": "summary_text", "text": text}])
+            };
+            let item = json!({"id": id, "type": "reasoning", "encrypted_content": encrypted, "summary": summary});
+            self.push(
+                "response.output_item.done",
+                json!({"output_index": index, "item": item}),
+            );
+            item
+        }
+
+        /// `response.completed` with `output` and token counts.
+        fn complete(
+            &mut self,
+            output: Value,
+            input_tokens: u32,
+            output_tokens: u32,
+            reasoning_tokens: u32,
+        ) {
+            let usage = json!({
+                "input_tokens": input_tokens, "input_tokens_details": {"cached_tokens": 0},
+                "output_tokens": output_tokens, "output_tokens_details": {"reasoning_tokens": reasoning_tokens},
+                "total_tokens": input_tokens + output_tokens,
+            });
+            self.push(
+                "response.completed",
+                json!({"response": response("completed", output, usage)}),
+            );
+        }
+    }
+
+    fn response(status: &str, output: Value, usage: Value) -> Value {
+        json!({
+            "id": "resp_scripted", "object": "response", "created_at": 1_760_000_000, "status": status,
+            "model": "gpt-5-2025-08-07", "output": output, "parallel_tool_calls": true,
+            "reasoning": {"effort": "medium", "summary": null}, "store": false,
+            "text": {"format": {"type": "text"}, "verbosity": "medium"}, "usage": usage,
+        })
+    }
+
+    /// Encrypted reasoning, then a message whose text arrives in `parts`.
+    pub fn text(parts: &[&str]) -> Vec<String> {
+        let mut ev = Events::new();
+        ev.start();
+        let reasoning = ev.reasoning(0, "gAAAAscripted-reasoning", &[]);
+        let id = "msg_scripted";
+        ev.push(
+            "response.output_item.added",
+            json!({"output_index": 1, "item": {"id": id, "type": "message", "status": "in_progress", "content": [], "role": "assistant"}}),
+        );
+        let part = |text: &str| json!({"type": "output_text", "annotations": [], "logprobs": [], "text": text});
+        ev.push(
+            "response.content_part.added",
+            json!({"item_id": id, "output_index": 1, "content_index": 0, "part": part("")}),
+        );
+        for p in parts {
+            ev.push(
+                "response.output_text.delta",
+                json!({"item_id": id, "output_index": 1, "content_index": 0, "delta": p, "logprobs": [], "obfuscation": "yfB5Jh8b"}),
+            );
+        }
+        let text = parts.concat();
+        ev.push(
+            "response.output_text.done",
+            json!({"item_id": id, "output_index": 1, "content_index": 0, "text": text, "logprobs": []}),
+        );
+        ev.push(
+            "response.content_part.done",
+            json!({"item_id": id, "output_index": 1, "content_index": 0, "part": part(&text)}),
+        );
+        let message = json!({"id": id, "type": "message", "status": "completed", "content": [part(&text)], "role": "assistant"});
+        ev.push(
+            "response.output_item.done",
+            json!({"output_index": 1, "item": message}),
+        );
+        ev.complete(json!([reasoning, message]), 11, parts.len() as u32 + 64, 64);
+        ev.frames
+    }
+
+    /// Reasoning with a streamed summary, then one function call whose
+    /// arguments arrive in `arg_parts`.
+    pub fn reasoning_then_call(
+        encrypted: &str,
+        summary: &[&str],
+        call_id: &str,
+        name: &str,
+        arg_parts: &[&str],
+    ) -> Vec<String> {
+        let mut ev = Events::new();
+        ev.start();
+        let reasoning = ev.reasoning(0, encrypted, summary);
+        let id = "fc_scripted";
+        let call = |status: &str, arguments: &str| json!({"id": id, "type": "function_call", "status": status, "arguments": arguments, "call_id": call_id, "name": name});
+        ev.push(
+            "response.output_item.added",
+            json!({"output_index": 1, "item": call("in_progress", "")}),
+        );
+        for p in arg_parts {
+            ev.push(
+                "response.function_call_arguments.delta",
+                json!({"item_id": id, "output_index": 1, "delta": p, "obfuscation": "k2"}),
+            );
+        }
+        let arguments = arg_parts.concat();
+        ev.push(
+            "response.function_call_arguments.done",
+            json!({"item_id": id, "output_index": 1, "arguments": arguments}),
+        );
+        let done = call("completed", &arguments);
+        ev.push(
+            "response.output_item.done",
+            json!({"output_index": 1, "item": done}),
+        );
+        ev.complete(json!([reasoning, done]), 20, 42, 30);
+        ev.frames
+    }
+
+    /// A response cut short at the output limit after `parts`: the
+    /// message's events, then `response.incomplete` with the reason.
+    pub fn incomplete(parts: &[&str]) -> Vec<String> {
+        let mut frames = text(parts);
+        frames.pop();
+        let mut ev = Events {
+            seq: frames.len() as u64,
+            frames,
+        };
+        let mut r = response(
+            "incomplete",
+            json!([]),
+            json!({"input_tokens": 11, "output_tokens": parts.len()}),
+        );
+        r["incomplete_details"] = json!({"reason": "max_output_tokens"});
+        ev.push("response.incomplete", json!({"response": r}));
+        ev.frames
+    }
+
+    /// A response that fails mid-stream with `message`.
+    pub fn failed(parts: &[&str], message: &str) -> Vec<String> {
+        let mut frames = text(parts);
+        frames.truncate(frames.len() - 4);
+        let mut ev = Events {
+            seq: frames.len() as u64,
+            frames,
+        };
+        let mut r = response("failed", json!([]), Value::Null);
+        r["error"] = json!({"code": "server_error", "message": message});
+        ev.push("response.failed", json!({"response": r}));
+        ev.frames
+    }
+}
