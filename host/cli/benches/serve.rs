@@ -75,6 +75,10 @@ struct BurstCpu {
     contents: usize,
     /// The server's resident memory at the burst's sampled peak.
     peak: peak::Resident,
+    /// The file-backed kinds of `/proc/<pid>/smaps` read right after the
+    /// burst (kB): what the peak's file part is made of. Read before the
+    /// server's quiet release (5 s later) unmaps them.
+    files: Vec<(&'static str, u64)>,
 }
 
 impl BurstCpu {
@@ -89,6 +93,16 @@ impl BurstCpu {
             self.contents as f64 / n as f64,
             self.peak
         )
+    }
+
+    /// The file-backed part by kind, as printed under a burst's line.
+    fn files(&self) -> String {
+        let parts: Vec<String> = self
+            .files
+            .iter()
+            .map(|(kind, kb)| format!("{:.1} MB {kind}", *kb as f64 / 1024.0))
+            .collect();
+        format!("  file pages right after the burst: {}", parts.join("; "))
     }
 }
 
@@ -218,6 +232,11 @@ async fn concurrent_turns(
     let wall = t.elapsed().as_secs_f64() * 1000.0;
     perf_ctl("disable");
     let peak = sampler.finish();
+    let kinds = smaps::by_kind(srv.pid());
+    let files = smaps::FILE_KINDS
+        .iter()
+        .map(|k| (*k, kinds.get(k).copied().unwrap_or(0)))
+        .collect();
     let seen = streams.iter().flat_map(|ev| ev.seen.iter());
     let cpu = BurstCpu {
         server_ms: cpu_ms(&server) - server_cpu,
@@ -225,6 +244,7 @@ async fn concurrent_turns(
         frames: seen.clone().count(),
         contents: seen.filter(|f| f.kind() == "content").count(),
         peak,
+        files,
     };
     (ids, wall, ttfc, cpu)
 }
@@ -428,6 +448,7 @@ async fn concurrent(args: &[&str]) {
             status_kb(srv.pid(), "VmHWM:"),
             cpu.per_turn(n)
         );
+        println!("{}", cpu.files());
         if n == 200 {
             // RSS with 160 loaded: close 40.
             for ws in ids.iter().take(40) {

@@ -32,6 +32,10 @@ pub const KINDS: [&str; 8] = [
     "other",
 ];
 
+/// The kinds whose pages are file-backed (page cache mapped into the
+/// process), as `RssFile` counts them.
+pub const FILE_KINDS: [&str; 3] = [KINDS[1], KINDS[2], KINDS[6]];
+
 fn read(pid: u32) -> Vec<Vma> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap_or_default();
     let mut out: Vec<Vma> = Vec::new();
