@@ -3,13 +3,21 @@
 dist link's function order (xtask/src/link_order.rs, docs/server.md).
 
     python3 xtask/link-order-profile.py target/dist/turnstone OUT_DIR [idle,turns]
-    cargo xtask link-order OUT_DIR/callgrind.out.idle OUT_DIR/callgrind.out.turns
 
 Two runs of `turnstone serve` under callgrind, each on a scratch workspace and
 SQLite file: `idle` starts, creates the administrator and sits idle for 15 s;
 `turns` also runs streamed turns against a stand-in OpenAI-style model on
-loopback with an SSE subscriber attached. The list orders the first run's
-functions first, so the code an idle server runs is packed tightest.
+loopback with an SSE subscriber attached: five one after another, then a
+burst of eight workstreams sending at once (group commit, two plugin
+instances in flight, the others waiting for a slot). Its counters are zeroed once the server is set up, so
+its profile holds only the code that serves turns.
+
+    cargo xtask link-order OUT_DIR/callgrind.out.turns OUT_DIR/callgrind.out.idle
+
+puts that code first, packed tightest: it is what stays resident while a
+server works, since the code start-up ran is released once it is done
+(docs/server.md, "Code pages released when quiet"); start-up's own code
+follows.
 
 Needs valgrind and the binary built by `cargo xtask dist` (v0 mangling).
 Under valgrind the two runs take about 10 and 15 minutes on 2 cores.
@@ -29,6 +37,8 @@ import time
 
 BUILTINS = pathlib.Path(__file__).resolve().parent.parent / "target" / "components"
 SECRET = "link-order-profile-secret-0123456789abcdef"
+# Workstreams sending at once in the `turns` run.
+BURST = 8
 
 
 class Model(http.server.BaseHTTPRequestHandler):
@@ -88,10 +98,12 @@ def record(binary, out, name, turns, model_port):
         scratch = pathlib.Path(scratch)
         (scratch / "ws").mkdir()
         # Valgrind cannot reserve the pooling allocator's address space for
-        # the default 1,024 slots; one slot runs the same code.
+        # the default 1,024 slots, nor for four; with two, calls run side by
+        # side and the burst's others wait their turn, as on a full node.
         (scratch / "config.toml").write_text(
             f'[auth]\njwt_secret = "{SECRET}"\n[titles]\nenabled = false\n'
-            "[plugins]\nmax_concurrent_calls = 1\n"
+            "[plugins]\nmax_concurrent_calls = 2\n"
+            "[server]\nmax_connections_per_ip = 0\n"
         )
         cmd = [
             "valgrind", "--tool=callgrind", "--compress-strings=no", "--compress-pos=no",
@@ -123,17 +135,29 @@ def record(binary, out, name, turns, model_port):
         call(port, "GET", "/health")
         call(port, "GET", "/v1/api/workstreams", token)
         if turns:
-            ws = call(port, "POST", "/v1/api/workstreams/new", token, {})["ws_id"]
-            seen = []
-            threading.Thread(target=subscribe, args=(port, token, ws, seen), daemon=True).start()
-            time.sleep(2)
-            for i in range(turns):
-                before = len(seen)
-                call(port, "POST", f"/v1/api/workstreams/{ws}/send", token, {"message": f"turn {i}"}, busy_retries=300)
-                deadline = time.monotonic() + 300
-                while len(seen) == before and time.monotonic() < deadline:
+            ids = [call(port, "POST", "/v1/api/workstreams/new", token, {})["ws_id"] for _ in range(BURST)]
+            seen = {ws: [] for ws in ids}
+            for ws in ids:
+                threading.Thread(target=subscribe, args=(port, token, ws, seen[ws]), daemon=True).start()
+            time.sleep(5)
+            # From here on only the code that serves turns is counted.
+            subprocess.run(["callgrind_control", "--zero", str(proc.pid)], check=True, stdout=subprocess.DEVNULL)
+
+            def turn(ws, message):
+                before = len(seen[ws])
+                call(port, "POST", f"/v1/api/workstreams/{ws}/send", token, {"message": message}, busy_retries=300)
+                deadline = time.monotonic() + 600
+                while len(seen[ws]) == before and time.monotonic() < deadline:
                     time.sleep(0.2)
-            call(port, "GET", f"/v1/api/workstreams/{ws}/history", token)
+
+            for i in range(turns):
+                turn(ids[0], f"turn {i}")
+            burst = [threading.Thread(target=turn, args=(ws, "burst")) for ws in ids]
+            for t in burst:
+                t.start()
+            for t in burst:
+                t.join()
+            call(port, "GET", f"/v1/api/workstreams/{ids[0]}/history", token)
         time.sleep(15)
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=300)

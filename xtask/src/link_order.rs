@@ -148,8 +148,10 @@ fn self_costs<'a>(text: &'a str, binary: &str) -> Result<HashMap<&'a str, u64>> 
 pub fn write_list(profiles: &[PathBuf], binary: &str, out: &Path) -> Result<usize> {
     let keys = executed(profiles, binary)?;
     let mut text = String::from(
-        "# Functions the shipped binary runs at start, idle and in turns, hottest\n\
-         # first: hashes of v0-demangled names without crate hashes. Made by\n\
+        "# Functions the shipped binary ran in the profiles this list was made\n\
+         # from, profile by profile in the order given (the code that serves\n\
+         # turns, then start-up's), each profile's hottest first: hashes of\n\
+         # v0-demangled names without crate hashes. Made by\n\
          # `cargo xtask link-order`; read by `cargo xtask dist`. See\n\
          # xtask/src/link_order.rs and docs/server.md (\"Function order\").\n",
     );
