@@ -51,6 +51,7 @@ pub mod fs;
 pub mod guard;
 pub mod host;
 pub mod http;
+pub mod json_scan;
 pub mod model;
 pub mod process;
 pub mod provider;

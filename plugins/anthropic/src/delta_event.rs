@@ -8,16 +8,78 @@
 //! unexpected type, a repeated field) is read as a `Value` as before, so the
 //! typed reading is only ever taken where it agrees with that one (a test
 //! holds them equal).
+//!
+//! Before serde, a one-pass reader on the SDK's [`json_scan`] scanner tries
+//! the event: it reads the same fields when they hold no escapes and skips
+//! the rest, and declines (leaving the event to serde) whatever it does not
+//! read exactly as serde would.
+//!
+//! [`json_scan`]: turnstone_plugin_sdk::json_scan
 
 use serde::Deserialize;
 use std::borrow::Cow;
+use turnstone_plugin_sdk::json_scan::{Scanner, once};
 use turnstone_plugin_sdk::provider::borrowed_text;
 
 /// A `content_block_delta` event, when `data` is one of the expected shape.
 pub fn parse(data: &str) -> Option<BlockDeltaEvent<'_>> {
-    serde_json::from_str::<BlockDeltaEvent>(data)
-        .ok()
+    scan(data)
+        .or_else(|| parse_with_serde(data))
         .filter(|e| e.kind == "content_block_delta")
+}
+
+/// The typed reading alone, of any kind of event.
+fn parse_with_serde(data: &str) -> Option<BlockDeltaEvent<'_>> {
+    serde_json::from_str(data).ok()
+}
+
+/// The one-pass reading of any kind of event, or `None` for serde to decide.
+fn scan(data: &str) -> Option<BlockDeltaEvent<'_>> {
+    let mut s = Scanner::new(data);
+    let (mut kind, mut index, mut delta) = (None, None, None);
+    s.object(|s, key| match key {
+        "type" => once(&mut kind, s.plain_str()?),
+        "index" => {
+            let n = if s.null() { None } else { Some(s.u64()?) };
+            once(&mut index, n)
+        }
+        "delta" => {
+            let d = if s.null() { None } else { Some(scan_delta(s)?) };
+            once(&mut delta, d)
+        }
+        _ => s.skip(0),
+    })?;
+    s.finish()?;
+    Some(BlockDeltaEvent {
+        kind: Cow::Borrowed(kind?),
+        index: index.flatten(),
+        delta: delta.flatten(),
+    })
+}
+
+fn scan_delta<'a>(s: &mut Scanner<'a>) -> Option<BlockDelta<'a>> {
+    let mut fields: [Option<Option<&'a str>>; 5] = [None; 5];
+    s.object(|s, key| {
+        let slot = match key {
+            "type" => 0,
+            "text" => 1,
+            "thinking" => 2,
+            "signature" => 3,
+            "partial_json" => 4,
+            _ => return s.skip(1),
+        };
+        let text = s.opt_str()?;
+        fields.get_mut(slot).and_then(|f| once(f, text))
+    })?;
+    let [kind, text, thinking, signature, partial_json] =
+        fields.map(|f| f.flatten().map(Cow::Borrowed));
+    Some(BlockDelta {
+        kind,
+        text,
+        thinking,
+        signature,
+        partial_json,
+    })
 }
 
 /// The fields of a block delta event that the adapter reads.
@@ -127,6 +189,46 @@ mod tests {
         r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a","text":"b"}}"#,
         r#"{"type":"\u0063ontent_block_delta","index":0,"delta":{"type":"text_delta","text":"x"}}"#,
     ];
+
+    /// What a reading gave, whatever the event's kind.
+    fn fields(e: BlockDeltaEvent<'_>) -> (String, Option<u64>, Option<[String; 5]>) {
+        let d = e.delta.map(|d| {
+            ["type", "text", "thinking", "signature", "partial_json"].map(|k| d.field(k).into())
+        });
+        (e.kind.into_owned(), e.index, d)
+    }
+
+    /// Wherever the one-pass reader answers, serde's typed reading accepts
+    /// the same text and reads the same fields.
+    #[test]
+    fn wherever_the_one_pass_reader_answers_serde_agrees() {
+        let bytes: &[u8] = b"\"\\{}[],: 0-1.eEnul7\t";
+        let (mut answered, mut declined) = (0, 0);
+        for data in EVENTS {
+            for text in one_edit_variants(data, bytes) {
+                let Some(fast) = scan(&text) else {
+                    declined += 1;
+                    continue;
+                };
+                answered += 1;
+                let serde = parse_with_serde(&text)
+                    .unwrap_or_else(|| panic!("read what serde rejects: {text}"));
+                assert_eq!(fields(fast), fields(serde), "{text}");
+            }
+        }
+        assert!(answered > 500 && declined > 500, "{answered} {declined}");
+        // The common deltas take it, their text borrowed.
+        for data in &EVENTS[..3] {
+            let e = scan(data).unwrap_or_else(|| panic!("declined {data}"));
+            let d = e.delta.expect("delta");
+            assert!(
+                d.text
+                    .or(d.thinking)
+                    .or(d.signature)
+                    .is_some_and(|t| matches!(t, Cow::Borrowed(_)))
+            );
+        }
+    }
 
     #[test]
     fn block_deltas_read_typed_and_borrowed() {

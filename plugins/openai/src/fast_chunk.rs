@@ -9,306 +9,106 @@
 //! largest share of the adapter's time per stream. This reader walks the
 //! bytes once and borrows the text.
 //!
-//! It is deliberately narrow. It accepts only well-formed JSON and answers
-//! `None` for anything it does not read exactly as the serde path would: an
-//! escape in any string or key, a non-null `error`, `usage` or `tool_calls`,
-//! a value of an unexpected type, a repeated field, nesting deeper than
-//! [`MAX_DEPTH`], or trailing bytes. `None` means "ask serde", which then
-//! decides, so every chunk gets serde's result; a test holds the two
-//! paths equal over mutations of real chunks.
+//! It is deliberately narrow (the SDK's [`json_scan`] scanner). It accepts
+//! only well-formed JSON and answers `None` for anything it does not read
+//! exactly as the serde path would: an escape in any string or key, a
+//! non-null `error`, `usage` or `tool_calls`, a value of an unexpected type,
+//! a repeated field, nesting deeper than [`json_scan::MAX_DEPTH`], or
+//! trailing bytes. `None` means "ask serde", which then decides, so every
+//! chunk gets serde's result; a test holds the two paths equal over
+//! mutations of real chunks.
+//!
+//! [`json_scan`]: turnstone_plugin_sdk::json_scan
+//! [`json_scan::MAX_DEPTH`]: turnstone_plugin_sdk::json_scan::MAX_DEPTH
 
 use crate::chunk::{Choice, Chunk, Delta};
 use std::borrow::Cow;
-
-/// Nesting the skipper follows before handing the chunk to serde.
-const MAX_DEPTH: usize = 16;
+use turnstone_plugin_sdk::json_scan::{Scanner, once};
 
 /// Reads `data` if it has the common shape; `None` hands it to serde.
 pub fn parse(data: &str) -> Option<Chunk<'_>> {
-    let mut s = Scanner { s: data, i: 0 };
-    let chunk = s.chunk()?;
-    s.ws();
-    (s.i == data.len()).then_some(chunk)
+    let mut s = Scanner::new(data);
+    let chunk = chunk(&mut s)?;
+    s.finish()?;
+    Some(chunk)
 }
 
-/// The length of `b`'s prefix before its first `"`, `\\` or control
-/// character (all of `b` when it holds none).
-///
-/// Eight bytes at a time: wasm has 64-bit integers but no SIMD here, and a
-/// byte loop was the reader's largest cost. A byte's high bit in `hits` is
-/// set when it matches; bits above the lowest match can be false (a borrow
-/// carries into them), the lowest cannot, and only the lowest is read.
-fn plain_run(b: &[u8]) -> usize {
-    const ONES: u64 = u64::MAX / 255;
-    const HIGH: u64 = ONES << 7;
-    let is_zero = |x: u64| x.wrapping_sub(ONES) & !x;
-    let mut words = b.chunks_exact(8);
-    let mut n = 0;
-    for word in words.by_ref() {
-        // `chunks_exact(8)` yields eight bytes; were it ever short, a run
-        // ending here makes the caller see no closing quote and decline.
-        let Ok(bytes) = <[u8; 8]>::try_from(word) else {
-            return n;
-        };
-        let w = u64::from_le_bytes(bytes);
-        let control = w.wrapping_sub(ONES * 0x20) & !w;
-        let hits = (is_zero(w ^ (ONES * u64::from(b'"')))
-            | is_zero(w ^ (ONES * u64::from(b'\\')))
-            | control)
-            & HIGH;
-        if hits != 0 {
-            return n + (hits.trailing_zeros() / 8) as usize;
-        }
-        n += 8;
-    }
-    n + words
-        .remainder()
-        .iter()
-        .position(|&c| c == b'"' || c == b'\\' || c < 0x20)
-        .unwrap_or(words.remainder().len())
-}
-
-/// A cursor over the payload.
-struct Scanner<'a> {
-    s: &'a str,
-    i: usize,
-}
-
-impl<'a> Scanner<'a> {
-    fn bytes(&self) -> &'a [u8] {
-        self.s.as_bytes()
-    }
-
-    /// Skips JSON whitespace.
-    fn ws(&mut self) {
-        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.bytes().get(self.i) {
-            self.i += 1;
-        }
-    }
-
-    /// The next byte after whitespace, not consumed.
-    fn peek(&mut self) -> Option<u8> {
-        self.ws();
-        self.bytes().get(self.i).copied()
-    }
-
-    /// Consumes `c` after whitespace.
-    fn eat(&mut self, c: u8) -> Option<()> {
-        (self.peek()? == c).then(|| self.i += 1)
-    }
-
-    /// Consumes `word` (a literal's bytes) exactly.
-    fn word(&mut self, word: &[u8]) -> Option<()> {
-        let end = self.i + word.len();
-        (self.bytes().get(self.i..end)? == word).then(|| self.i = end)
-    }
-
-    /// Consumes `null` if it is next.
-    fn null(&mut self) -> bool {
-        self.peek() == Some(b'n') && self.word(b"null").is_some()
-    }
-
-    /// A string with no escape in it, borrowed. Control characters are
-    /// invalid JSON; an escape is left to serde, which decodes it.
-    fn plain_str(&mut self) -> Option<&'a str> {
-        self.eat(b'"')?;
-        let start = self.i;
-        let end = start + plain_run(self.bytes().get(start..)?);
-        (*self.bytes().get(end)? == b'"').then_some(())?;
-        self.i = end + 1;
-        // Both ends sit next to an ASCII quote, so they are char boundaries.
-        self.s.get(start..end)
-    }
-
-    /// A JSON number, by its grammar: `-? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?`.
-    fn number(&mut self) -> Option<()> {
-        let b = self.bytes();
-        let digits = |i: &mut usize| {
-            let from = *i;
-            while b.get(*i).is_some_and(u8::is_ascii_digit) {
-                *i += 1;
-            }
-            *i > from
-        };
-        let mut i = self.i;
-        if b.get(i) == Some(&b'-') {
-            i += 1;
-        }
-        match b.get(i) {
-            Some(b'0') => i += 1,
-            Some(b'1'..=b'9') => {
-                digits(&mut i);
-            }
-            _ => return None,
-        }
-        if b.get(i) == Some(&b'.') {
-            i += 1;
-            digits(&mut i).then_some(())?;
-        }
-        if let Some(b'e' | b'E') = b.get(i) {
-            i += 1;
-            if let Some(b'+' | b'-') = b.get(i) {
-                i += 1;
-            }
-            digits(&mut i).then_some(())?;
-        }
-        self.i = i;
-        Some(())
-    }
-
-    /// Skips one value of any type, checking its grammar.
-    fn skip(&mut self, depth: usize) -> Option<()> {
-        match self.peek()? {
-            b'"' => self.plain_str().map(drop),
-            b'n' => self.word(b"null"),
-            b't' => self.word(b"true"),
-            b'f' => self.word(b"false"),
-            b'{' if depth < MAX_DEPTH => self.object(|s, _| s.skip(depth + 1)),
-            b'[' if depth < MAX_DEPTH => self.array(|s, _| s.skip(depth + 1)),
-            b'-' | b'0'..=b'9' => self.number(),
-            _ => None,
-        }
-    }
-
-    /// Walks an object, handing each key to `field` with the cursor on its
-    /// value; `field` must consume the value.
-    fn object(&mut self, mut field: impl FnMut(&mut Self, &'a str) -> Option<()>) -> Option<()> {
-        self.eat(b'{')?;
-        if self.eat(b'}').is_some() {
-            return Some(());
-        }
-        loop {
-            let key = self.plain_str()?;
-            self.eat(b':')?;
-            field(self, key)?;
-            match self.peek()? {
-                b',' => self.i += 1,
-                b'}' => {
-                    self.i += 1;
-                    return Some(());
+fn chunk<'a>(s: &mut Scanner<'a>) -> Option<Chunk<'a>> {
+    let mut choices: Option<Option<Choice<'a>>> = None;
+    let (mut error, mut usage) = (false, false);
+    s.object(|s, key| match key {
+        "choices" => {
+            let mut first = None;
+            s.array(|s, n| {
+                if n == 0 {
+                    first = Some(choice(s)?);
+                    Some(())
+                } else {
+                    s.skip(1)
                 }
-                _ => return None,
-            }
+            })?;
+            once(&mut choices, first)
         }
-    }
+        // Present but null is the same as absent; anything else is rare
+        // (once per stream) and read by serde.
+        "error" => s.null_field(&mut error),
+        "usage" => s.null_field(&mut usage),
+        _ => s.skip(0),
+    })?;
+    Some(Chunk {
+        error: None,
+        choice: choices.flatten(),
+        usage: None,
+    })
+}
 
-    /// Walks an array, handing each element's position to `element`, which
-    /// must consume it.
-    fn array(&mut self, mut element: impl FnMut(&mut Self, usize) -> Option<()>) -> Option<()> {
-        self.eat(b'[')?;
-        if self.eat(b']').is_some() {
-            return Some(());
+fn choice<'a>(s: &mut Scanner<'a>) -> Option<Choice<'a>> {
+    let (mut delta_seen, mut finish) = (None, None);
+    s.object(|s, key| match key {
+        "delta" => {
+            let d = if s.null() { None } else { Some(delta(s)?) };
+            once(&mut delta_seen, d)
         }
-        let mut n = 0;
-        loop {
-            element(self, n)?;
-            n += 1;
-            match self.peek()? {
-                b',' => self.i += 1,
-                b']' => {
-                    self.i += 1;
-                    return Some(());
-                }
-                _ => return None,
-            }
+        "finish_reason" => {
+            let reason = s.opt_str()?.map(str::to_string);
+            once(&mut finish, reason)
         }
-    }
+        _ => s.skip(1),
+    })?;
+    Some(Choice {
+        delta: delta_seen.flatten(),
+        finish_reason: finish.flatten(),
+    })
+}
 
-    /// `null` or a plain string.
-    fn opt_str(&mut self) -> Option<Option<&'a str>> {
-        if self.null() {
-            return Some(None);
-        }
-        self.plain_str().map(Some)
-    }
-
-    /// Sets `slot` once; a repeated field is left to serde (which rejects it
-    /// and falls back to its lenient reading).
-    fn once<T>(slot: &mut Option<T>, value: T) -> Option<()> {
-        slot.is_none().then(|| *slot = Some(value))
-    }
-
-    /// A field this reader accepts only as `null`, seen once.
-    fn null_field(&mut self, seen: &mut bool) -> Option<()> {
-        (self.null() && !std::mem::replace(seen, true)).then_some(())
-    }
-
-    fn chunk(&mut self) -> Option<Chunk<'a>> {
-        let mut choices: Option<Option<Choice<'a>>> = None;
-        let (mut error, mut usage) = (false, false);
-        self.object(|s, key| match key {
-            "choices" => {
-                let mut first = None;
-                s.array(|s, n| {
-                    if n == 0 {
-                        first = Some(s.choice()?);
-                        Some(())
-                    } else {
-                        s.skip(1)
-                    }
-                })?;
-                Self::once(&mut choices, first)
-            }
-            // Present but null is the same as absent; anything else is rare
-            // (once per stream) and read by serde.
-            "error" => s.null_field(&mut error),
-            "usage" => s.null_field(&mut usage),
-            _ => s.skip(0),
-        })?;
-        Some(Chunk {
-            error: None,
-            choice: choices.flatten(),
-            usage: None,
-        })
-    }
-
-    fn choice(&mut self) -> Option<Choice<'a>> {
-        let (mut delta, mut finish) = (None, None);
-        self.object(|s, key| match key {
-            "delta" => {
-                let d = if s.null() { None } else { Some(s.delta()?) };
-                Self::once(&mut delta, d)
-            }
-            "finish_reason" => {
-                let reason = s.opt_str()?.map(str::to_string);
-                Self::once(&mut finish, reason)
-            }
-            _ => s.skip(1),
-        })?;
-        Some(Choice {
-            delta: delta.flatten(),
-            finish_reason: finish.flatten(),
-        })
-    }
-
-    fn delta(&mut self) -> Option<Delta<'a>> {
-        let (mut content, mut reasoning_content, mut reasoning) = (None, None, None);
-        let mut tool_calls = false;
-        self.object(|s, key| {
-            let slot = match key {
-                "content" => &mut content,
-                "reasoning_content" => &mut reasoning_content,
-                "reasoning" => &mut reasoning,
-                "tool_calls" => return s.null_field(&mut tool_calls),
-                _ => return s.skip(2),
-            };
-            let text = s.opt_str()?;
-            Self::once(slot, text)
-        })?;
-        let text = |t: Option<Option<&'a str>>| t.flatten().map(Cow::Borrowed);
-        Some(Delta {
-            content: text(content),
-            reasoning_content: text(reasoning_content),
-            reasoning: text(reasoning),
-            tool_calls: None,
-        })
-    }
+fn delta<'a>(s: &mut Scanner<'a>) -> Option<Delta<'a>> {
+    let (mut content, mut reasoning_content, mut reasoning) = (None, None, None);
+    let mut tool_calls = false;
+    s.object(|s, key| {
+        let slot = match key {
+            "content" => &mut content,
+            "reasoning_content" => &mut reasoning_content,
+            "reasoning" => &mut reasoning,
+            "tool_calls" => return s.null_field(&mut tool_calls),
+            _ => return s.skip(2),
+        };
+        let text = s.opt_str()?;
+        once(slot, text)
+    })?;
+    let text = |t: Option<Option<&'a str>>| t.flatten().map(Cow::Borrowed);
+    Some(Delta {
+        content: text(content),
+        reasoning_content: text(reasoning_content),
+        reasoning: text(reasoning),
+        tool_calls: None,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use turnstone_plugin_sdk::edits::one_edit_variants;
+    use turnstone_plugin_sdk::json_scan::MAX_DEPTH;
 
     /// Chunks as servers send them (OpenAI, vLLM, DeepSeek, Ollama,
     /// OpenRouter, llama.cpp, Gemini), plus this repository's scripted LLM.
@@ -421,34 +221,6 @@ mod tests {
         }
         // Both outcomes happen often: the mutations exercise the reader.
         assert!(answered > 1000 && declined > 1000, "{answered} {declined}");
-    }
-
-    /// The word-at-a-time scan finds the first stop byte at every position
-    /// and alignment, whatever follows it.
-    #[test]
-    fn the_run_ends_at_the_first_quote_backslash_or_control_character() {
-        let stops = [b'"', b'\\', 0x00, 0x1f, b'\n'];
-        let others = [b'a', b' ', 0x7f, 0x80, 0xff, 0x20, b'!', b'#', b'[', b']'];
-        for len in 0..20 {
-            for shift in 0..others.len() {
-                // A mix of the bytes that do not stop the run.
-                let plain: Vec<u8> = (0..len)
-                    .map(|k| others[(k + shift) % others.len()])
-                    .collect();
-                assert_eq!(plain_run(&plain), len);
-                for at in 0..len {
-                    for &stop in &stops {
-                        let mut v = plain.clone();
-                        v[at] = stop;
-                        // Anything after the first stop, stops included.
-                        for (k, b) in v.iter_mut().enumerate().skip(at + 1) {
-                            *b = stops[k % stops.len()];
-                        }
-                        assert_eq!(plain_run(&v), at, "{v:?}");
-                    }
-                }
-            }
-        }
     }
 
     #[test]

@@ -16,9 +16,19 @@
 //! repeated field) fails here and goes to the lane's `Value` reader, which
 //! reads what it can as before; so do the rare events that need the whole
 //! item or message (replayed reasoning items, errors).
+//!
+//! The deltas, nearly every event of a stream, are tried first by a
+//! one-pass reader on the SDK's [`json_scan`] scanner: it reads the kind,
+//! the output index and a delta without escapes, skips the other fields,
+//! and declines (leaving the event to serde) whatever it does not read
+//! exactly as serde would, including any event with an `item` or a
+//! `response`.
+//!
+//! [`json_scan`]: turnstone_plugin_sdk::json_scan
 
 use serde::Deserialize;
 use std::borrow::Cow;
+use turnstone_plugin_sdk::json_scan::{Scanner, once};
 use turnstone_plugin_sdk::provider::borrowed_text;
 
 /// The fields of one stream event the lane uses.
@@ -109,7 +119,34 @@ impl<'a> EventHead<'a> {
     /// The event's fields, or `None` when its shape is not this one (the
     /// caller then reads it as a `Value`).
     pub fn parse(data: &'a str) -> Option<Self> {
+        Self::scan(data).or_else(|| Self::parse_with_serde(data))
+    }
+
+    /// The typed reading alone.
+    fn parse_with_serde(data: &'a str) -> Option<Self> {
         serde_json::from_str(data).ok()
+    }
+
+    /// The one-pass reading of an event with neither `item` nor `response`
+    /// (deltas and the like), or `None` for serde to decide.
+    fn scan(data: &'a str) -> Option<Self> {
+        let mut s = Scanner::new(data);
+        let (mut kind, mut output_index, mut delta) = (None, None, None);
+        s.object(|s, key| match key {
+            "type" => once(&mut kind, s.plain_str()?),
+            "output_index" => once(&mut output_index, s.u32()?),
+            "delta" => once(&mut delta, s.plain_str()?),
+            "item" | "response" => None,
+            _ => s.skip(0),
+        })?;
+        s.finish()?;
+        Some(Self {
+            kind: Cow::Borrowed(kind?),
+            output_index: output_index.unwrap_or(0),
+            delta: delta.map(Cow::Borrowed),
+            item: None,
+            response: None,
+        })
     }
 }
 
@@ -232,6 +269,70 @@ mod tests {
             usage.input_tokens_details.map(|d| d.cached_tokens),
             Some(1024)
         );
+    }
+
+    /// The fields the one-pass reader reads, for comparing its reading with
+    /// serde's.
+    fn head(e: &EventHead<'_>) -> (String, u32, Option<String>, bool, bool) {
+        (
+            e.kind.to_string(),
+            e.output_index,
+            e.delta.as_deref().map(str::to_string),
+            e.item.is_some(),
+            e.response.is_some(),
+        )
+    }
+
+    #[test]
+    fn deltas_take_the_one_pass_reader_and_borrow_their_text() {
+        let read = |i: usize| {
+            let fast = EventHead::scan(REAL[i]).unwrap_or_else(|| panic!("declined {}", REAL[i]));
+            let serde = EventHead::parse_with_serde(REAL[i]).expect("serde reads it");
+            assert_eq!(head(&fast), head(&serde), "{}", REAL[i]);
+            fast
+        };
+        for i in [3, 7, 9, 19] {
+            assert!(
+                matches!(read(i).delta, Some(Cow::Borrowed(_))),
+                "{}",
+                REAL[i]
+            );
+        }
+        // Events without a delta, item or response.
+        for i in [6, 10, 25] {
+            assert_eq!(read(i).delta, None);
+        }
+        let e = EventHead::scan(REAL[9]).expect("scan");
+        assert_eq!(
+            (e.kind.as_ref(), e.output_index),
+            ("response.output_text.delta", 1)
+        );
+        // Escapes, items and responses are serde's.
+        for i in [0, 2, 8, 14, 20] {
+            assert!(EventHead::scan(REAL[i]).is_none(), "{}", REAL[i]);
+        }
+    }
+
+    /// Every event and every text one edit away from it: whenever the
+    /// one-pass reader answers, serde's typed reading accepts the same text
+    /// and reads the same fields.
+    #[test]
+    fn whenever_the_one_pass_reader_answers_serde_agrees() {
+        let bytes: &[u8] = b"\"\\{}[],: 0-1.eEu\x01\t";
+        let (mut answered, mut declined) = (0, 0);
+        for data in REAL.iter().chain(EDGES) {
+            for text in one_edit_variants(data, bytes) {
+                let Some(fast) = EventHead::scan(&text) else {
+                    declined += 1;
+                    continue;
+                };
+                answered += 1;
+                let serde = EventHead::parse_with_serde(&text)
+                    .unwrap_or_else(|| panic!("read what serde rejects: {text}"));
+                assert_eq!(head(&fast), head(&serde), "{text}");
+            }
+        }
+        assert!(answered > 1000 && declined > 1000, "{answered} {declined}");
     }
 
     #[test]
