@@ -14,8 +14,8 @@
 //! `stream`; `TURNSTONE_BENCH_STREAM_RUNS` sets the stream's runs (5).
 //! `TURNSTONE_BENCH_OPENAI_DIR` loads the openai component from another
 //! directory (another build of it, for an A/B).
-//! `TURNSTONE_BENCH_STREAM_PROVIDER=anthropic` streams the `stream` section's
-//! reply as Messages API events through the anthropic component instead
+//! `TURNSTONE_BENCH_STREAM_PROVIDER=anthropic` streams the `stream` and
+//! `history` sections' replies as Messages API events through the anthropic component instead
 //! (`TURNSTONE_BENCH_ANTHROPIC_DIR` loads it from another directory);
 //! `responses` streams it as Responses API events through the openai
 //! component's Responses lane (a `gpt-5` model).
@@ -36,6 +36,10 @@ const TURNS: usize = 400;
 const STREAM_DELTAS: usize = 20_000;
 /// New workstreams whose title call is timed.
 const TITLES: usize = 100;
+/// Turns of the `history` section's one conversation, and how many of the
+/// last ones are measured.
+const HISTORY_TURNS: usize = 120;
+const HISTORY_MEASURED: usize = 40;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -103,7 +107,7 @@ fn cpu_time() -> Duration {
     turnstone_test_support::cpu_time("self")
 }
 
-const SECTIONS: [&str; 3] = ["turns", "titles", "stream"];
+const SECTIONS: [&str; 4] = ["turns", "titles", "stream", "history"];
 
 /// Whether `section` runs: all do unless `TURNSTONE_BENCH_SECTIONS` names some.
 fn runs(section: &str) -> bool {
@@ -295,6 +299,61 @@ async fn run() {
             "  title call   p50 {:>9.3?}  p90 {:>9.3?}  (after the turn, beside the session)",
             percentile(&title_times, 0.5),
             percentile(&title_times, 0.9)
+        );
+    }
+    if runs("history") {
+        // One long conversation through the stream section's provider.
+        let created = db
+            .create_workstream(&NewWorkstream::default())
+            .await
+            .expect("create");
+        db.publish_workstream(&created).await.expect("publish");
+        let mut session = ChatSession::new(
+            stream_binding.clone(),
+            tools.clone(),
+            EventSink::with_handler(|_| {}),
+            SessionConfig::new(created.ws_id.clone(), dir.path().to_path_buf()),
+        )
+        .with_storage(db.clone(), created.ws_id);
+        let sentence = "The quick brown fox \"jumps\" over the lazy dog; é ☕.\n";
+        let message = sentence.repeat(600 / sentence.len() + 1);
+        let reply_parts: Vec<String> = (0..20)
+            .map(|i| format!("{i:03} {}", &sentence.repeat(2)))
+            .collect();
+        let parts: Vec<&str> = reply_parts.iter().map(String::as_str).collect();
+        let mut times = Vec::with_capacity(HISTORY_MEASURED);
+        let mut cpu = Duration::ZERO;
+        for i in 0..HISTORY_TURNS {
+            llm.push(step(match stream_api.as_str() {
+                "anthropic" => anthropic::text(&parts),
+                "responses" => responses::text(&parts),
+                _ => openai::text(&parts),
+            }));
+            let measured = i >= HISTORY_TURNS - HISTORY_MEASURED;
+            let (t, c) = (Instant::now(), cpu_time());
+            session.send(&message).await.expect("turn");
+            if measured {
+                times.push(t.elapsed());
+                cpu += cpu_time() - c;
+            }
+        }
+        let last_request = llm
+            .requests()
+            .last()
+            .map_or(0, |r| r.body.to_string().len());
+        times.sort();
+        println!(
+            "long conversation ({HISTORY_TURNS} turns, the last {HISTORY_MEASURED} measured; last request {} KB):",
+            last_request / 1000
+        );
+        println!(
+            "  send→idle    p50 {:>9.3?}  p90 {:>9.3?}",
+            percentile(&times, 0.5),
+            percentile(&times, 0.9)
+        );
+        println!(
+            "  CPU per turn {:>9.3?}  (process user+sys incl. the in-process server)",
+            cpu / HISTORY_MEASURED as u32
         );
     }
     if runs("stream") {

@@ -3,6 +3,7 @@
 //! and `google` (Gemini's OpenAI endpoint) flavours.
 
 pub mod body;
+pub mod chat_messages;
 pub mod chunk;
 pub mod fast_chunk;
 pub mod responses;

@@ -176,10 +176,7 @@ pub fn responses_body<'a>(
             });
         }
     }
-    Ok(Body {
-        fields: body,
-        tools,
-    })
+    Ok(Body::new(body, tools))
 }
 
 /// Parses one Responses stream.

@@ -1,13 +1,51 @@
 //! The entries of the `tools` list, each schema kept as the text the host
 //! sent (see [`turnstone_plugin_sdk::request_body`]).
 
+use crate::chat_messages::ChatMessage;
 use serde::Serialize;
 use serde_json::value::RawValue;
+use serde_json::{Map, Value};
 use turnstone_plugin_sdk::provider::{ProviderError, ToolDefinition};
 use turnstone_plugin_sdk::request_body::{RequestBody, tool_schema};
 
-/// A request body with this adapter's tool entries.
-pub type Body<'a> = RequestBody<ToolEntry<'a>>;
+/// A request body: its fields and this adapter's tool entries, and for Chat
+/// Completions the conversation, serialised straight from the request.
+#[derive(Serialize)]
+pub struct Body<'a> {
+    /// The fields and the tools.
+    #[serde(flatten)]
+    pub request: RequestBody<ToolEntry<'a>>,
+    /// Chat Completions' `messages` (none for the Responses API, whose
+    /// `input` is among the fields).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub messages: Option<Vec<ChatMessage<'a>>>,
+}
+
+impl<'a> Body<'a> {
+    /// A body of `fields` and `tools`, without `messages`.
+    pub fn new(fields: Map<String, Value>, tools: Vec<ToolEntry<'a>>) -> Self {
+        Self {
+            request: RequestBody { fields, tools },
+            messages: None,
+        }
+    }
+
+    /// Merges the operator's `extra` object over the body: its fields win,
+    /// `tools` and `messages` included.
+    pub fn merge_extra(&mut self, extra: &str) -> Result<(), ProviderError> {
+        self.request.merge_extra(extra)?;
+        if self.request.fields.contains_key("messages") {
+            self.messages = None;
+        }
+        Ok(())
+    }
+
+    /// The body's JSON text.
+    pub fn to_json(&self) -> Result<String, ProviderError> {
+        serde_json::to_string(self)
+            .map_err(|e| ProviderError::BadRequest(format!("request body: {e}")))
+    }
+}
 
 /// One entry of the `tools` list.
 #[derive(Serialize)]
@@ -71,7 +109,7 @@ impl<'a> FunctionSpec<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::{Map, Value, json};
+    use serde_json::json;
 
     #[test]
     fn chat_and_flat_entries_take_their_shapes_and_mark_only_deferred_tools() {
@@ -90,18 +128,20 @@ mod tests {
             strict: false,
             defer_loading,
         };
-        let mut body = Body::new(Map::new());
-        body.tools = vec![
-            ToolEntry::Chat {
-                kind: "function",
-                function: FunctionSpec::of(&t).expect("spec"),
-            },
-            flat(false),
-            flat(true),
-            ToolEntry::Hosted {
-                kind: "tool_search",
-            },
-        ];
+        let body = Body::new(
+            Map::new(),
+            vec![
+                ToolEntry::Chat {
+                    kind: "function",
+                    function: FunctionSpec::of(&t).expect("spec"),
+                },
+                flat(false),
+                flat(true),
+                ToolEntry::Hosted {
+                    kind: "tool_search",
+                },
+            ],
+        );
         let v: Value = serde_json::from_str(&body.to_json().expect("serialises")).expect("JSON");
         let schema = json!({"type": "object"});
         assert_eq!(
