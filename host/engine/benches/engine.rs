@@ -355,6 +355,12 @@ async fn run() {
             "  CPU per turn {:>9.3?}  (process user+sys incl. the in-process server)",
             cpu / HISTORY_MEASURED as u32
         );
+        let plugin = &stream_binding.plugin;
+        println!(
+            "  provider's largest linear memory of a call: {:.2} MB ({})",
+            plugin.ctx.counters.memory_peak_bytes() as f64 / 1e6,
+            plugin.name()
+        );
     }
     if runs("stream") {
         // Streaming throughput.

@@ -70,6 +70,7 @@ pub struct PluginCounters {
     calls: AtomicU64,
     failures: AtomicU64,
     denials: AtomicU64,
+    memory_peak: AtomicU64,
 }
 
 impl PluginCounters {
@@ -93,6 +94,15 @@ impl PluginCounters {
     /// Capability denials.
     pub fn denials(&self) -> u64 {
         self.denials.load(Ordering::Relaxed)
+    }
+    pub(crate) fn memory_reached(&self, bytes: usize) {
+        self.memory_peak
+            .fetch_max(u64::try_from(bytes).unwrap_or(u64::MAX), Ordering::Relaxed);
+    }
+    /// The largest linear memory one call reached: what the plugin needs of
+    /// its `memory_bytes` limit, and what an instance in flight can hold.
+    pub fn memory_peak_bytes(&self) -> u64 {
+        self.memory_peak.load(Ordering::Relaxed)
     }
 }
 

@@ -59,6 +59,9 @@ pub struct MemoryLimiter {
     max_bytes: usize,
     /// Set when a growth beyond the cap was refused.
     pub exceeded: bool,
+    /// The largest size a linear memory was allowed to reach (wasm memory
+    /// never shrinks, so this is the call's high-water mark).
+    pub peak_bytes: usize,
 }
 
 impl MemoryLimiter {
@@ -67,6 +70,7 @@ impl MemoryLimiter {
         Self {
             max_bytes,
             exceeded: false,
+            peak_bytes: 0,
         }
     }
 }
@@ -82,6 +86,7 @@ impl ResourceLimiter for MemoryLimiter {
             self.exceeded = true;
             return Ok(false);
         }
+        self.peak_bytes = self.peak_bytes.max(desired);
         Ok(true)
     }
 

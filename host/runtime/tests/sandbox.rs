@@ -80,16 +80,26 @@ async fn memory_overrun_fails_clearly_and_the_host_lives_on() {
         ..Limits::default()
     };
     let p = hostile(&rt, &ws, "", limits).await;
+    call(&p, &ws, "echo", serde_json::json!({"text": "x"}))
+        .await
+        .unwrap();
+    let small = p.ctx.counters.memory_peak_bytes();
+    assert!(small > 0 && small < 4 << 20, "{small}");
     let err = call(&p, &ws, "hog", serde_json::json!({"mb": 64}))
         .await
         .unwrap_err();
     assert!(matches!(err, CallError::MemoryExceeded { .. }), "{err}");
     assert!(err.to_string().contains("memory limit of 32 MiB"), "{err}");
+    // The high-water mark counts what was granted, never the refused growth.
+    let capped = p.ctx.counters.memory_peak_bytes();
+    assert!(capped > small && capped <= 32 << 20, "{capped}");
     // Under the cap the same tool works, in a fresh store.
     let ok = call(&p, &ws, "hog", serde_json::json!({"mb": 4}))
         .await
         .unwrap();
     assert_eq!(ok.output, "allocated 4 MiB");
+    // A peak, not the last call's size.
+    assert_eq!(p.ctx.counters.memory_peak_bytes(), capped);
 }
 
 #[tokio::test]

@@ -58,8 +58,8 @@ pub struct Snapshot<'a> {
     pub uptime: f64,
     /// Default model id.
     pub model: &'a str,
-    /// (plugin, calls, failures, denials).
-    pub plugins: Vec<(String, u64, u64, u64)>,
+    /// (plugin, calls, failures, denials, largest linear memory of a call).
+    pub plugins: Vec<(String, u64, u64, u64, u64)>,
     /// (plugin, state) for every plugin this node knows.
     pub plugin_states: Vec<(String, &'static str)>,
     /// How many times the plugin registry was swapped since start.
@@ -297,6 +297,19 @@ impl Metrics {
                 );
             }
         }
+        let _ = writeln!(
+            o,
+            "# HELP turnstone_plugin_memory_peak_bytes The largest linear memory one call of the plugin reached since start."
+        );
+        let _ = writeln!(o, "# TYPE turnstone_plugin_memory_peak_bytes gauge");
+        for p in &snap.plugins {
+            let _ = writeln!(
+                o,
+                "turnstone_plugin_memory_peak_bytes{{plugin=\"{}\"}} {}",
+                escape(&p.0),
+                p.4
+            );
+        }
         if let Some((capacity, in_use, waiting)) = snap.instance_slots {
             let _ = writeln!(
                 o,
@@ -388,7 +401,7 @@ mod tests {
             workstreams: BTreeMap::from([("idle", 1), ("running", 2)]),
             uptime: 1.0,
             model: "m",
-            plugins: vec![("a".into(), 1, 0, 0), ("b".into(), 2, 1, 0)],
+            plugins: vec![("a".into(), 1, 0, 0, 65536), ("b".into(), 2, 1, 0, 1 << 20)],
             plugin_states: vec![("a".into(), "enabled"), ("b".into(), "enabled")],
             plugin_generation: 1,
             mcp: vec![("s".into(), "connected", 1, 0, 0)],
@@ -433,5 +446,9 @@ mod tests {
         assert_eq!(lag("workstream", "truncated"), "0");
         assert_eq!(lag("global", "truncated"), "1");
         assert_eq!(value("turnstone_tokens_total{kind=\"completion\"}"), "4");
+        assert_eq!(
+            value("turnstone_plugin_memory_peak_bytes{plugin=\"b\"}"),
+            "1048576"
+        );
     }
 }

@@ -140,7 +140,13 @@ pub fn metrics_text(state: &AppState) -> String {
         .loaded()
         .map(|p| {
             let c = &p.ctx.counters;
-            (p.name().to_string(), c.calls(), c.failures(), c.denials())
+            (
+                p.name().to_string(),
+                c.calls(),
+                c.failures(),
+                c.denials(),
+                c.memory_peak_bytes(),
+            )
         })
         .collect();
     n.metrics.render(&crate::metrics::Snapshot {
