@@ -284,7 +284,7 @@ pub(crate) mod tests {
     }
 
     /// Every kind of message and content, and text that must be escaped.
-    fn corpus() -> Vec<Message> {
+    pub(crate) fn corpus() -> Vec<Message> {
         let odd = "quote \" backslash \\ newline \n tab \t nul \u{0} bell \u{7} é ☕ 日本 \u{2028}";
         let mut out = vec![
             msg(Role::System, "You are terse."),

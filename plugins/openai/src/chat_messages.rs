@@ -81,18 +81,22 @@ enum Part<'a> {
 #[derive(Debug)]
 struct ImageUrl<'a>(&'a ImageData);
 
+/// An image as a `data:` URL string, written as it is serialised.
+#[derive(Debug)]
+pub(crate) struct DataUrl<'a>(pub(crate) &'a ImageData);
+
+impl Serialize for DataUrl<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(&format_args!(
+            "data:{};base64,{}",
+            self.0.media_type, self.0.data_base64
+        ))
+    }
+}
+
 impl Serialize for ImageUrl<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct;
-        struct DataUrl<'a>(&'a ImageData);
-        impl Serialize for DataUrl<'_> {
-            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                s.collect_str(&format_args!(
-                    "data:{};base64,{}",
-                    self.0.media_type, self.0.data_base64
-                ))
-            }
-        }
         let mut st = s.serialize_struct("ImageUrl", 1)?;
         st.serialize_field("url", &DataUrl(self.0))?;
         st.end()
@@ -100,7 +104,7 @@ impl Serialize for ImageUrl<'_> {
 }
 
 /// The text of `parts`, borrowed when it is one text part (nearly always).
-fn text(parts: &[ContentPart]) -> Cow<'_, str> {
+pub(crate) fn text(parts: &[ContentPart]) -> Cow<'_, str> {
     match parts {
         [ContentPart::Text(t)] => Cow::Borrowed(t),
         [] => Cow::Borrowed(""),

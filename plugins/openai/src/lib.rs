@@ -8,6 +8,7 @@ pub mod chunk;
 pub mod fast_chunk;
 pub mod responses;
 pub mod responses_event;
+pub mod responses_input;
 pub mod sse;
 pub mod stream;
 pub mod tools;

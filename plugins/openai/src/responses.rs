@@ -3,10 +3,11 @@
 
 use crate::body::DEFAULT_MAX_TOKENS;
 use crate::responses_event::EventHead;
+use crate::responses_input::{InputItem, Item, Output};
 use crate::tools::{Body, FunctionSpec, ToolEntry};
 use serde_json::{Map, Value, json};
 use turnstone_plugin_sdk::provider::{
-    CompletionRequest, ContentPart, DeltaBatch, FinishReason, ProviderError, Role, ServerError,
+    CompletionRequest, DeltaBatch, FinishReason, ProviderError, Role, ServerError,
     StreamEvent, ToolCallDelta, Usage, text_of,
 };
 
@@ -57,26 +58,6 @@ fn cache_params(model: &str) -> (&'static str, Value) {
     }
 }
 
-/// Text alone as a string; with images, `input_text` / `input_image` parts
-/// (the shape both a user message and a `function_call_output` take).
-fn tool_output(parts: &[ContentPart]) -> Value {
-    if parts.iter().all(|p| matches!(p, ContentPart::Text(_))) {
-        return json!(text_of(parts));
-    }
-    Value::Array(
-        parts
-            .iter()
-            .map(|p| match p {
-                ContentPart::Text(t) => json!({"type": "input_text", "text": t}),
-                ContentPart::Image(i) => json!({
-                    "type": "input_image",
-                    "image_url": format!("data:{};base64,{}", i.media_type, i.data_base64),
-                }),
-            })
-            .collect(),
-    )
-}
-
 /// The Responses request body.
 pub fn responses_body<'a>(
     req: &'a CompletionRequest,
@@ -87,10 +68,10 @@ pub fn responses_body<'a>(
     for m in &req.messages {
         match m.role {
             Role::System => instructions.push(text_of(&m.content)),
-            Role::User => {
-                let content = tool_output(&m.content);
-                input.push(json!({"type": "message", "role": "user", "content": content}));
-            }
+            Role::User => input.push(InputItem::Built(Item::Message {
+                role: "user",
+                content: Output::of(&m.content),
+            })),
             Role::Assistant => {
                 // This lane's own reasoning items (encrypted) replay before the turn.
                 if let Some(items) = m
@@ -100,32 +81,40 @@ pub fn responses_body<'a>(
                 {
                     // Reasoning only when the operator's setting allows;
                     // the tool search's items always (they keep its tools loaded).
-                    input.extend(items.into_iter().filter(|i| match i["type"].as_str() {
-                        Some("reasoning") => req.replay_reasoning,
-                        Some(t) => REPLAYED_ITEMS.contains(&t),
-                        None => false,
+                    input.extend(
+                        items
+                            .into_iter()
+                            .filter(|i| match i["type"].as_str() {
+                                Some("reasoning") => req.replay_reasoning,
+                                Some(t) => REPLAYED_ITEMS.contains(&t),
+                                None => false,
+                            })
+                            .map(InputItem::Replayed),
+                    );
+                }
+                let text = crate::chat_messages::text(&m.content);
+                if !text.is_empty() {
+                    input.push(InputItem::Built(Item::Message {
+                        role: "assistant",
+                        content: Output::Text(text),
                     }));
                 }
-                let text = text_of(&m.content);
-                if !text.is_empty() {
-                    input.push(json!({"type": "message", "role": "assistant", "content": text}));
-                }
                 for c in &m.tool_calls {
-                    input.push(json!({
-                        "type": "function_call", "call_id": c.id, "name": c.name, "arguments": c.arguments,
+                    input.push(InputItem::Built(Item::FunctionCall {
+                        call_id: &c.id,
+                        name: &c.name,
+                        arguments: &c.arguments,
                     }));
                 }
             }
-            Role::Tool => input.push(json!({
-                "type": "function_call_output",
-                "call_id": m.tool_call_id.clone().unwrap_or_default(),
-                "output": tool_output(&m.content),
+            Role::Tool => input.push(InputItem::Built(Item::FunctionCallOutput {
+                call_id: m.tool_call_id.as_deref().unwrap_or_default(),
+                output: Output::of(&m.content),
             })),
         }
     }
     let mut body = Map::new();
     body.insert("model".into(), json!(req.model));
-    body.insert("input".into(), Value::Array(input));
     body.insert("stream".into(), json!(true));
     // Stateless: reasoning comes back encrypted so it can be replayed.
     body.insert("store".into(), json!(false));
@@ -176,7 +165,12 @@ pub fn responses_body<'a>(
             });
         }
     }
-    Ok(Body::new(body, tools))
+    let mut body = Body::new(body, tools);
+    body.input = Some(input);
+    if let Some(extra) = &req.extra {
+        body.merge_extra(extra)?;
+    }
+    Ok(body)
 }
 
 /// Parses one Responses stream.
@@ -435,9 +429,145 @@ impl turnstone_plugin_sdk::provider::SseHandler for ResponsesStream<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use turnstone_plugin_sdk::provider::{ContentPart, Message};
 
     fn as_value(body: Body<'_>) -> Value {
         serde_json::from_str(&body.to_json().unwrap()).unwrap()
+    }
+
+    // The `input` list as a `Value` tree, as it was built before
+    // `responses_input`: the reference its output is held equal to.
+    /// Text alone as a string; with images, `input_text` / `input_image` parts
+    /// (the shape both a user message and a `function_call_output` take).
+    fn tool_output(parts: &[ContentPart]) -> Value {
+        if parts.iter().all(|p| matches!(p, ContentPart::Text(_))) {
+            return json!(text_of(parts));
+        }
+        Value::Array(
+            parts
+                .iter()
+                .map(|p| match p {
+                    ContentPart::Text(t) => json!({"type": "input_text", "text": t}),
+                    ContentPart::Image(i) => json!({
+                        "type": "input_image",
+                        "image_url": format!("data:{};base64,{}", i.media_type, i.data_base64),
+                    }),
+                })
+                .collect(),
+        )
+    }
+
+    fn input_value(req: &CompletionRequest) -> Vec<Value> {
+        let mut instructions: Vec<String> = Vec::new();
+        let mut input = Vec::new();
+        for m in &req.messages {
+            match m.role {
+                Role::System => instructions.push(text_of(&m.content)),
+                Role::User => {
+                    let content = tool_output(&m.content);
+                    input.push(json!({"type": "message", "role": "user", "content": content}));
+                }
+                Role::Assistant => {
+                    // This lane's own reasoning items (encrypted) replay before the turn.
+                    if let Some(items) = m
+                        .provider_data
+                        .as_deref()
+                        .and_then(|d| serde_json::from_str::<Vec<Value>>(d).ok())
+                    {
+                        // Reasoning only when the operator's setting allows;
+                        // the tool search's items always (they keep its tools loaded).
+                        input.extend(items.into_iter().filter(|i| match i["type"].as_str() {
+                            Some("reasoning") => req.replay_reasoning,
+                            Some(t) => REPLAYED_ITEMS.contains(&t),
+                            None => false,
+                        }));
+                    }
+                    let text = text_of(&m.content);
+                    if !text.is_empty() {
+                        input
+                            .push(json!({"type": "message", "role": "assistant", "content": text}));
+                    }
+                    for c in &m.tool_calls {
+                        input.push(json!({
+                                "type": "function_call", "call_id": c.id, "name": c.name, "arguments": c.arguments,
+                            }));
+                    }
+                }
+                Role::Tool => input.push(json!({
+                    "type": "function_call_output",
+                    "call_id": m.tool_call_id.clone().unwrap_or_default(),
+                    "output": tool_output(&m.content),
+                })),
+            }
+        }
+        let _ = instructions;
+        input
+    }
+
+    fn request_of(messages: Vec<Message>, replay_reasoning: bool) -> CompletionRequest {
+        CompletionRequest {
+            provider: "openai".into(),
+            base_url: String::new(),
+            model: "gpt-5".into(),
+            messages,
+            tools: Vec::new(),
+            temperature: None,
+            max_tokens: None,
+            reasoning_effort: None,
+            replay_reasoning,
+            capabilities: None,
+            extra: None,
+            tool_search: false,
+        }
+    }
+
+    /// Every kind of message (the chat lane's corpus), and assistant turns
+    /// carrying replayed items: reasoning, the tool search's, other kinds,
+    /// items without a type, and data that is not a list.
+    fn corpus() -> Vec<Message> {
+        let mut out = crate::body::tests::corpus();
+        for data in [
+            r#"[{"type":"reasoning","id":"rs_1","encrypted_content":"gAAA\"=","summary":[]},{"type":"tool_search_call","id":"ts_1"},{"type":"tool_search_output","tools":[{"type":"function","name":"x"}]},{"type":"message","content":[]},{"id":"no type"},7]"#,
+            r#"{"type":"reasoning"}"#,
+            "not json",
+            "[]",
+        ] {
+            let mut m = crate::body::tests::msg(Role::Assistant, "after replay");
+            m.provider_data = Some(data.into());
+            out.push(m);
+            out.push(crate::body::tests::msg(Role::User, "next"));
+        }
+        out
+    }
+
+    #[test]
+    fn input_serialises_as_the_value_tree_did() {
+        for replay in [false, true] {
+            let corpus = corpus();
+            for n in 0..=corpus.len() {
+                let req = request_of(corpus[..n].to_vec(), replay);
+                let body = as_value(responses_body(&req, &Map::new()).unwrap());
+                assert_eq!(
+                    body["input"],
+                    Value::Array(input_value(&req)),
+                    "{n} {replay}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn extra_fields_are_merged_and_may_replace_the_input() {
+        let mut req = request_of(crate::body::tests::image_batch(), false);
+        req.extra = Some(r#"{"service_tier":"flex"}"#.into());
+        let body = as_value(responses_body(&req, &Map::new()).unwrap());
+        assert_eq!(body["service_tier"], "flex");
+        assert_eq!(body["input"], Value::Array(input_value(&req)));
+        req.extra = Some(r#"{"input":"just this"}"#.into());
+        let body = as_value(responses_body(&req, &Map::new()).unwrap());
+        assert_eq!(body["input"], "just this");
+        req.extra = Some("[1]".into());
+        assert!(responses_body(&req, &Map::new()).is_err());
     }
 
     #[test]

@@ -2,23 +2,27 @@
 //! sent (see [`turnstone_plugin_sdk::request_body`]).
 
 use crate::chat_messages::ChatMessage;
+use crate::responses_input::InputItem;
 use serde::Serialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use turnstone_plugin_sdk::provider::{ProviderError, ToolDefinition};
 use turnstone_plugin_sdk::request_body::{RequestBody, tool_schema};
 
-/// A request body: its fields and this adapter's tool entries, and for Chat
-/// Completions the conversation, serialised straight from the request.
+/// A request body: its fields and this adapter's tool entries, and the
+/// conversation (Chat Completions' `messages` or the Responses API's
+/// `input`), serialised straight from the request.
 #[derive(Serialize)]
 pub struct Body<'a> {
     /// The fields and the tools.
     #[serde(flatten)]
     pub request: RequestBody<ToolEntry<'a>>,
-    /// Chat Completions' `messages` (none for the Responses API, whose
-    /// `input` is among the fields).
+    /// Chat Completions' `messages`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub messages: Option<Vec<ChatMessage<'a>>>,
+    /// The Responses API's `input`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub input: Option<Vec<InputItem<'a>>>,
 }
 
 impl<'a> Body<'a> {
@@ -27,15 +31,19 @@ impl<'a> Body<'a> {
         Self {
             request: RequestBody { fields, tools },
             messages: None,
+            input: None,
         }
     }
 
     /// Merges the operator's `extra` object over the body: its fields win,
-    /// `tools` and `messages` included.
+    /// `tools`, `messages` and `input` included.
     pub fn merge_extra(&mut self, extra: &str) -> Result<(), ProviderError> {
         self.request.merge_extra(extra)?;
         if self.request.fields.contains_key("messages") {
             self.messages = None;
+        }
+        if self.request.fields.contains_key("input") {
+            self.input = None;
         }
         Ok(())
     }
