@@ -7,8 +7,8 @@ use crate::responses_input::{InputItem, Item, Output};
 use crate::tools::{Body, FunctionSpec, ToolEntry};
 use serde_json::{Map, Value, json};
 use turnstone_plugin_sdk::provider::{
-    CompletionRequest, DeltaBatch, FinishReason, ProviderError, Role, ServerError,
-    StreamEvent, ToolCallDelta, Usage, text_of,
+    CompletionRequest, DeltaBatch, FinishReason, ProviderError, Role, ServerError, StreamEvent,
+    ToolCallDelta, Usage, text_of,
 };
 
 /// Whether `model` (or an `api` override) uses the Responses API.
