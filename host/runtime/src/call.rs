@@ -103,9 +103,7 @@ impl LoadedPlugin {
             r = crate::admission::InstanceSlots::in_call(tokio::time::timeout(limit, op(&mut store))) => Some(r),
             () = cancel.cancelled() => None,
         };
-        self.ctx
-            .counters
-            .memory_reached(store.data().limiter.peak_bytes);
+        store.data().limiter.publish();
         // Dropping the store below kills child processes and frees the instance.
         let result = match outcome {
             None => {

@@ -262,6 +262,7 @@ impl crate::plugin::LoadedPlugin {
             } => None,
         };
         drop(run);
+        store.data().limiter.publish();
         let taken: Vec<u64> = store
             .data()
             .channel_run

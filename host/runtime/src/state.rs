@@ -59,9 +59,16 @@ pub struct MemoryLimiter {
     max_bytes: usize,
     /// Set when a growth beyond the cap was refused.
     pub exceeded: bool,
-    /// The largest size a linear memory was allowed to reach (wasm memory
-    /// never shrinks, so this is the call's high-water mark).
+    /// The largest size a linear memory reached (wasm memory never shrinks,
+    /// so this is the call's high-water mark), counting the growth under
+    /// way until wasmtime reports it failed.
     pub peak_bytes: usize,
+    /// The peak before the growth under way.
+    confirmed_bytes: usize,
+    /// Where the plugin's high-water mark is kept: each growth publishes
+    /// the peak the growths before it reached, so a long-running call (a
+    /// channel adapter's) shows in it before the call ends.
+    counters: Option<Arc<crate::plugin::PluginCounters>>,
 }
 
 impl MemoryLimiter {
@@ -71,6 +78,23 @@ impl MemoryLimiter {
             max_bytes,
             exceeded: false,
             peak_bytes: 0,
+            confirmed_bytes: 0,
+            counters: None,
+        }
+    }
+
+    /// The same, publishing its high-water mark to `counters`.
+    pub(crate) fn counted(max_bytes: usize, counters: Arc<crate::plugin::PluginCounters>) -> Self {
+        Self {
+            counters: Some(counters),
+            ..Self::new(max_bytes)
+        }
+    }
+
+    /// Publishes the peak to the plugin's counters (at the end of a call).
+    pub(crate) fn publish(&self) {
+        if let Some(c) = &self.counters {
+            c.memory_reached(self.peak_bytes);
         }
     }
 }
@@ -86,8 +110,21 @@ impl ResourceLimiter for MemoryLimiter {
             self.exceeded = true;
             return Ok(false);
         }
+        // Every earlier growth has succeeded or been reported failed by now.
+        if let Some(c) = &self.counters {
+            c.memory_reached(self.peak_bytes);
+        }
+        self.confirmed_bytes = self.peak_bytes;
         self.peak_bytes = self.peak_bytes.max(desired);
         Ok(true)
+    }
+
+    fn memory_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
+        // Allowed here, refused by wasmtime (the memory's own maximum, the
+        // pool's slot size, the system): not reached.
+        tracing::debug!("plugin memory growth failed: {error:#}");
+        self.peak_bytes = self.confirmed_bytes;
+        Ok(())
     }
 
     fn table_growing(
@@ -150,7 +187,7 @@ impl HostState {
                 .preopened_dir(&dir.path, &guest, perms)
                 .map_err(std::io::Error::other)?;
         }
-        let limiter = MemoryLimiter::new(plugin.limits.memory_bytes);
+        let limiter = MemoryLimiter::counted(plugin.limits.memory_bytes, plugin.counters.clone());
         let audit = crate::audit::AuditRecorder::default();
         Ok(Self {
             hooks: EgressHooks::new(plugin.clone(), audit.clone()),

@@ -102,6 +102,34 @@ async fn memory_overrun_fails_clearly_and_the_host_lives_on() {
     assert_eq!(p.ctx.counters.memory_peak_bytes(), capped);
 }
 
+/// A growth the plugin's limit allows but the engine's pool slot cannot hold
+/// fails in wasmtime, after the limiter said yes: the high-water mark keeps
+/// what the memory reached, not the size it failed to grow to.
+#[tokio::test]
+async fn a_growth_the_pool_refuses_is_not_counted_as_reached() {
+    let rt = Runtime::new(turnstone_runtime::RuntimeOptions {
+        cache_dir: Some(target_dir().join("test-cache")),
+        engine: turnstone_runtime::engine::EngineOptions {
+            max_memory_bytes: 64 << 20,
+            ..Default::default()
+        },
+        ..Default::default()
+    })
+    .unwrap();
+    let (_t, ws) = workspace();
+    let limits = Limits {
+        memory_bytes: 256 << 20,
+        ..Limits::default()
+    };
+    let p = hostile(&rt, &ws, "", limits).await;
+    let err = call(&p, &ws, "hog", serde_json::json!({"mb": 128}))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, CallError::Trap { .. }), "{err}");
+    let peak = p.ctx.counters.memory_peak_bytes();
+    assert!(peak > 32 << 20 && peak <= 64 << 20, "{peak}");
+}
+
 #[tokio::test]
 async fn a_guest_panic_is_a_trap_with_the_panic_message() {
     let rt = runtime();

@@ -133,8 +133,7 @@ pub fn chat_body(req: &CompletionRequest) -> Result<Body<'_>, ProviderError> {
             function: FunctionSpec::of(t)?,
         });
     }
-    let mut body = Body::new(body, tools);
-    body.messages = Some(chat_messages(&req.messages));
+    let mut body = Body::new(body, tools).with_messages(chat_messages(&req.messages));
     if let Some(extra) = &req.extra {
         body.merge_extra(extra)?;
     }
@@ -298,6 +297,11 @@ pub(crate) mod tests {
         with_image.content.push(ContentPart::Image(ImageData {
             media_type: "image/jpeg".into(),
             data_base64: "/9j/4AAQ+/=".into(),
+        }));
+        // Nothing a host sends, but the URL must be escaped as any string.
+        with_image.content.push(ContentPart::Image(ImageData {
+            media_type: "image/\"x\\y\n".into(),
+            data_base64: "é\u{1}".into(),
         }));
         with_image.content.push(ContentPart::Text(odd.into()));
         out.push(with_image);

@@ -165,8 +165,7 @@ pub fn responses_body<'a>(
             });
         }
     }
-    let mut body = Body::new(body, tools);
-    body.input = Some(input);
+    let mut body = Body::new(body, tools).with_input(input);
     if let Some(extra) = &req.extra {
         body.merge_extra(extra)?;
     }

@@ -26,13 +26,30 @@ pub struct Body<'a> {
 }
 
 impl<'a> Body<'a> {
-    /// A body of `fields` and `tools`, without `messages`.
+    /// A body of `fields` and `tools`, without `messages` or `input`.
     pub fn new(fields: Map<String, Value>, tools: Vec<ToolEntry<'a>>) -> Self {
         Self {
             request: RequestBody { fields, tools },
             messages: None,
             input: None,
         }
+    }
+
+    /// Sets `messages`, unless a field of that name is already set (an
+    /// operator's setting wins, and a key is never written twice).
+    pub fn with_messages(mut self, messages: Vec<ChatMessage<'a>>) -> Self {
+        if !self.request.fields.contains_key("messages") {
+            self.messages = Some(messages);
+        }
+        self
+    }
+
+    /// Sets `input`, on the same terms as [`with_messages`](Self::with_messages).
+    pub fn with_input(mut self, input: Vec<InputItem<'a>>) -> Self {
+        if !self.request.fields.contains_key("input") {
+            self.input = Some(input);
+        }
+        self
     }
 
     /// Merges the operator's `extra` object over the body: its fields win,
