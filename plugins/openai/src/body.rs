@@ -253,6 +253,24 @@ pub(crate) mod tests {
         }
     }
 
+    /// An `openai` request for `model` with `messages` and nothing else set.
+    pub(crate) fn request(model: &str, messages: Vec<Message>) -> CompletionRequest {
+        CompletionRequest {
+            provider: "openai".into(),
+            base_url: String::new(),
+            model: model.into(),
+            messages,
+            tools: Vec::new(),
+            temperature: None,
+            max_tokens: None,
+            reasoning_effort: None,
+            replay_reasoning: false,
+            capabilities: None,
+            extra: None,
+            tool_search: false,
+        }
+    }
+
     /// A user request, two read_file calls and their results, the first
     /// with an image.
     pub(crate) fn image_batch() -> Vec<Message> {
@@ -362,20 +380,7 @@ pub(crate) mod tests {
 
     #[test]
     fn the_body_carries_the_messages_unless_extra_replaces_them() {
-        let mut req = CompletionRequest {
-            provider: "openai".into(),
-            base_url: String::new(),
-            model: "gpt-4o".into(),
-            messages: image_batch(),
-            tools: Vec::new(),
-            temperature: None,
-            max_tokens: None,
-            reasoning_effort: None,
-            replay_reasoning: false,
-            capabilities: None,
-            extra: None,
-            tool_search: false,
-        };
+        let mut req = request("gpt-4o", image_batch());
         let body = |req: &CompletionRequest| -> Value {
             serde_json::from_str(&chat_body(req).expect("body").to_json().expect("JSON"))
                 .expect("JSON")

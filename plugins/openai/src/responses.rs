@@ -505,18 +505,8 @@ mod tests {
 
     fn request_of(messages: Vec<Message>, replay_reasoning: bool) -> CompletionRequest {
         CompletionRequest {
-            provider: "openai".into(),
-            base_url: String::new(),
-            model: "gpt-5".into(),
-            messages,
-            tools: Vec::new(),
-            temperature: None,
-            max_tokens: None,
-            reasoning_effort: None,
             replay_reasoning,
-            capabilities: None,
-            extra: None,
-            tool_search: false,
+            ..crate::body::tests::request("gpt-5", messages)
         }
     }
 
@@ -571,20 +561,7 @@ mod tests {
 
     #[test]
     fn a_tool_image_rides_in_its_function_call_output() {
-        let req = CompletionRequest {
-            provider: "openai".into(),
-            base_url: String::new(),
-            model: "gpt-5".into(),
-            messages: crate::body::tests::image_batch(),
-            tools: Vec::new(),
-            temperature: None,
-            max_tokens: None,
-            reasoning_effort: None,
-            replay_reasoning: false,
-            capabilities: None,
-            extra: None,
-            tool_search: false,
-        };
+        let req = crate::body::tests::request("gpt-5", crate::body::tests::image_batch());
         let body = as_value(responses_body(&req, &Map::new()).unwrap());
         let outputs: Vec<&Value> = body["input"]
             .as_array()
