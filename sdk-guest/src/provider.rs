@@ -58,6 +58,17 @@ pub fn text_of(parts: &[ContentPart]) -> String {
         .collect()
 }
 
+/// The text of `parts` like [`text_of`], borrowed when it is one text part
+/// (nearly always), so a request body can write it without a copy.
+pub fn text_cow(parts: &[ContentPart]) -> std::borrow::Cow<'_, str> {
+    use std::borrow::Cow;
+    match parts {
+        [ContentPart::Text(t)] => Cow::Borrowed(t),
+        [] => Cow::Borrowed(""),
+        _ => Cow::Owned(text_of(parts)),
+    }
+}
+
 /// A parser for one provider's SSE stream.
 pub trait SseHandler {
     /// Handles one event's `data` payload.
@@ -312,6 +323,26 @@ mod tests {
             ProviderError::RateLimit(r) => r.retry_after_ms,
             other => panic!("429 is a rate limit, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn text_is_borrowed_when_it_is_one_part_and_joined_like_text_of_otherwise() {
+        use std::borrow::Cow;
+        let one = [ContentPart::Text("only".into())];
+        assert!(matches!(text_cow(&one), Cow::Borrowed("only")));
+        assert!(matches!(text_cow(&[]), Cow::Borrowed("")));
+        let image = ContentPart::Image(ImageData {
+            media_type: "image/png".into(),
+            data_base64: "AA".into(),
+        });
+        let parts = [
+            ContentPart::Text("a".into()),
+            image.clone(),
+            ContentPart::Text("b".into()),
+        ];
+        assert!(matches!(text_cow(&parts), Cow::Owned(ref t) if t == "ab"));
+        assert_eq!(text_cow(&parts), text_of(&parts));
+        assert_eq!(text_cow(&[image]), "");
     }
 
     #[test]

@@ -8,9 +8,14 @@
 //! and writing it out again cost every streaming call a few times the
 //! schemas' size in touched pages. [`tool_schema`] only checks that a schema
 //! is JSON, and the body copies it through as it is.
+//!
+//! The conversation is the other large part, and for the same reason
+//! [`ConversationBody`] writes it straight from the adapter's borrowed types
+//! rather than from a `Value` copy of the history.
 
 use crate::provider::{ProviderError, ToolDefinition};
 use serde::Serialize;
+use serde::ser::SerializeMap;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
@@ -55,6 +60,75 @@ impl<T: Serialize> RequestBody<T> {
     pub fn to_json(&self) -> Result<String, ProviderError> {
         serde_json::to_string(self)
             .map_err(|e| ProviderError::BadRequest(format!("request body: {e}")))
+    }
+}
+
+/// A [`RequestBody`] and the conversation under its API's key (`messages`,
+/// `input`), of the adapter's own serialisable type `C`.
+#[derive(Debug)]
+pub struct ConversationBody<T, C> {
+    /// The small fields and the tools.
+    pub request: RequestBody<T>,
+    /// The conversation's key and the conversation.
+    conversation: Option<(&'static str, C)>,
+}
+
+impl<T: Serialize, C: Serialize> ConversationBody<T, C> {
+    /// A body of `request` without a conversation.
+    pub fn new(request: RequestBody<T>) -> Self {
+        Self {
+            request,
+            conversation: None,
+        }
+    }
+
+    /// Sets the conversation under `key`, unless a field of that name is
+    /// already set (an operator's setting wins, and a key is never written
+    /// twice).
+    pub fn with_conversation(mut self, key: &'static str, conversation: C) -> Self {
+        if !self.request.fields.contains_key(key) {
+            self.conversation = Some((key, conversation));
+        }
+        self
+    }
+
+    /// The conversation, if the body carries one.
+    pub fn conversation(&self) -> Option<&C> {
+        self.conversation.as_ref().map(|(_, c)| c)
+    }
+
+    /// Merges the operator's `extra` object over the body: its fields win,
+    /// the tools and the conversation included.
+    pub fn merge_extra(&mut self, extra: &str) -> Result<(), ProviderError> {
+        self.request.merge_extra(extra)?;
+        if let Some((key, _)) = &self.conversation
+            && self.request.fields.contains_key(*key)
+        {
+            self.conversation = None;
+        }
+        Ok(())
+    }
+
+    /// The body's JSON text.
+    pub fn to_json(&self) -> Result<String, ProviderError> {
+        serde_json::to_string(self)
+            .map_err(|e| ProviderError::BadRequest(format!("request body: {e}")))
+    }
+}
+
+impl<T: Serialize, C: Serialize> Serialize for ConversationBody<T, C> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(None)?;
+        for (key, value) in &self.request.fields {
+            map.serialize_entry(key, value)?;
+        }
+        if let Some((key, conversation)) = &self.conversation {
+            map.serialize_entry(key, conversation)?;
+        }
+        if !self.request.tools.is_empty() {
+            map.serialize_entry("tools", &self.request.tools)?;
+        }
+        map.end()
     }
 }
 
@@ -147,5 +221,52 @@ mod tests {
             body.merge_extra("[1]"),
             Err(ProviderError::BadRequest(m)) if m == "extra must be a JSON object"
         ));
+    }
+
+    #[test]
+    fn the_conversation_is_written_once_and_extra_may_replace_it() {
+        let t = tool("search", "{}");
+        let mut fields = Map::new();
+        fields.insert("model".into(), json!("m"));
+        let mut request = RequestBody::new(fields);
+        request.tools.push(Entry {
+            name: &t.name,
+            parameters: tool_schema(&t).expect("schema"),
+        });
+        let body = ConversationBody::new(request).with_conversation("messages", vec!["hi"]);
+        let text = body.to_json().expect("serialises");
+        assert_eq!(
+            text,
+            r#"{"model":"m","messages":["hi"],"tools":[{"name":"search","parameters":{}}]}"#
+        );
+        assert_eq!(body.conversation(), Some(&vec!["hi"]));
+
+        // A field already named like the conversation wins and is written once.
+        let mut fields = Map::new();
+        fields.insert("messages".into(), json!(["set"]));
+        let body: ConversationBody<Entry, _> = ConversationBody::new(RequestBody::new(fields))
+            .with_conversation("messages", vec!["hi"]);
+        assert_eq!(
+            body.to_json().expect("serialises"),
+            r#"{"messages":["set"]}"#
+        );
+        assert!(body.conversation().is_none());
+
+        // `extra` replaces it; an unrelated `extra` leaves it.
+        let mut body: ConversationBody<Entry, _> =
+            ConversationBody::new(RequestBody::new(Map::new()))
+                .with_conversation("input", vec!["hi"]);
+        body.merge_extra(r#"{"messages": []}"#).expect("an object");
+        assert_eq!(
+            body.to_json().expect("serialises"),
+            r#"{"messages":[],"input":["hi"]}"#
+        );
+        body.merge_extra(r#"{"input": "mine"}"#).expect("an object");
+        let text = body.to_json().expect("serialises");
+        assert_eq!(text.matches("\"input\"").count(), 1, "{text}");
+        assert_eq!(
+            serde_json::from_str::<Value>(&text).expect("JSON")["input"],
+            "mine"
+        );
     }
 }

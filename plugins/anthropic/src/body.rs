@@ -1,28 +1,15 @@
 //! Messages API request bodies.
 
+use crate::messages::{OutMessage, conversation};
 use crate::models::{Thinking, lookup};
 use serde::Serialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
-use turnstone_plugin_sdk::provider::{
-    CompletionRequest, ContentPart, Message, ProviderError, Role, text_of,
-};
-use turnstone_plugin_sdk::request_body::{RequestBody, tool_schema};
+use turnstone_plugin_sdk::provider::{CompletionRequest, ProviderError};
+use turnstone_plugin_sdk::request_body::{ConversationBody, RequestBody, tool_schema};
 
 /// Default output budget when the request sets none.
 pub const DEFAULT_MAX_TOKENS: u32 = 4096;
-
-/// Block types the Messages API accepts back verbatim; anything else in a
-/// stored native lane (e.g. another vendor's reasoning) is rebuilt instead.
-const VALID_BLOCK_TYPES: &[&str] = &[
-    "text",
-    "thinking",
-    "redacted_thinking",
-    "tool_use",
-    "server_tool_use",
-    "web_search_tool_result",
-    "tool_search_tool_result",
-];
 
 /// Anthropic's server-side BM25 tool search (`defer_loading` tools are found
 /// through it and expanded by the API).
@@ -30,90 +17,6 @@ const TOOL_SEARCH_TOOL: &str = "tool_search_tool_bm25_20251119";
 
 fn bad(msg: impl Into<String>) -> ProviderError {
     ProviderError::BadRequest(msg.into())
-}
-
-fn blocks_of(parts: &[ContentPart]) -> Vec<Value> {
-    parts
-        .iter()
-        .map(|p| match p {
-            ContentPart::Text(t) => json!({"type": "text", "text": t}),
-            ContentPart::Image(img) => json!({
-                "type": "image",
-                "source": {"type": "base64", "media_type": img.media_type, "data": img.data_base64},
-            }),
-        })
-        .collect()
-}
-
-/// One outgoing message while grouping.
-struct Out {
-    role: &'static str,
-    blocks: Vec<Value>,
-    /// A lone plain-text user/system message is sent as a string.
-    plain: Option<String>,
-}
-
-fn push(out: &mut Vec<Out>, role: &'static str, blocks: Vec<Value>, plain: Option<String>) {
-    if let Some(last) = out.last_mut()
-        && last.role == role
-        && role != "system"
-    {
-        // Roles must alternate: merge into the previous message.
-        if let Some(text) = last.plain.take() {
-            last.blocks = vec![json!({"type": "text", "text": text})];
-        }
-        last.blocks.extend(blocks);
-        if let Some(text) = plain {
-            last.blocks.push(json!({"type": "text", "text": text}));
-        }
-        return;
-    }
-    out.push(Out {
-        role,
-        blocks,
-        plain,
-    });
-}
-
-fn native_blocks(m: &Message) -> Option<Vec<Value>> {
-    let blocks: Vec<Value> = serde_json::from_str(m.provider_data.as_deref()?).ok()?;
-    let valid = !blocks.is_empty()
-        && blocks.iter().all(|b| {
-            b.get("type")
-                .and_then(Value::as_str)
-                .is_some_and(|t| VALID_BLOCK_TYPES.contains(&t))
-        });
-    valid.then_some(blocks)
-}
-
-fn assistant_blocks(m: &Message, replay: bool) -> Vec<Value> {
-    if let Some(blocks) = native_blocks(m) {
-        if replay {
-            return blocks;
-        }
-        // Server-side tool blocks (tool search, web search) stay paired with
-        // their results even without reasoning replay: a tool search's
-        // result is what keeps the tools it loaded loaded. Thinking stays out.
-        if blocks.iter().any(|b| b["type"] == "server_tool_use") {
-            return blocks
-                .into_iter()
-                .filter(|b| !matches!(b["type"].as_str(), Some("thinking" | "redacted_thinking")))
-                .collect();
-        }
-    }
-    let mut blocks = Vec::new();
-    let text = text_of(&m.content);
-    if !text.is_empty() {
-        blocks.push(json!({"type": "text", "text": text}));
-    }
-    for c in &m.tool_calls {
-        let input: Value = serde_json::from_str(&c.arguments)
-            .ok()
-            .filter(Value::is_object)
-            .unwrap_or_else(|| json!({}));
-        blocks.push(json!({"type": "tool_use", "id": c.id, "name": c.name, "input": input}));
-    }
-    blocks
 }
 
 /// One entry of the `tools` list; a function's schema is the text the host
@@ -144,7 +47,7 @@ pub enum ToolEntry<'a> {
 }
 
 /// A Messages API request body.
-pub type Body<'a> = RequestBody<ToolEntry<'a>>;
+pub type Body<'a> = ConversationBody<ToolEntry<'a>, Vec<OutMessage<'a>>>;
 
 /// The Messages API request body.
 pub fn messages_body(req: &CompletionRequest) -> Result<Body<'_>, ProviderError> {
@@ -161,68 +64,10 @@ pub fn messages_body(req: &CompletionRequest) -> Result<Body<'_>, ProviderError>
     let profile = lookup(&req.model, &req.provider, overrides.as_ref());
     let replay = req.replay_reasoning && profile.reasoning_replay;
 
-    let mut system = Vec::new();
-    let mut out: Vec<Out> = Vec::new();
-    for m in &req.messages {
-        match m.role {
-            Role::System => {
-                let text = text_of(&m.content);
-                // A leading system prompt always goes to `system`; later ones stay
-                // inline only for models that accept mid-conversation system turns.
-                if profile.inline_system && !out.is_empty() {
-                    push(&mut out, "system", Vec::new(), Some(text));
-                } else {
-                    system.push(text);
-                }
-            }
-            Role::User => {
-                let plain = match m.content.as_slice() {
-                    [ContentPart::Text(t)] => Some(t.clone()),
-                    _ => None,
-                };
-                let blocks = if plain.is_some() {
-                    Vec::new()
-                } else {
-                    blocks_of(&m.content)
-                };
-                push(&mut out, "user", blocks, plain);
-            }
-            Role::Assistant => {
-                let blocks = assistant_blocks(m, replay);
-                if !blocks.is_empty() {
-                    push(&mut out, "assistant", blocks, None);
-                }
-            }
-            Role::Tool => {
-                // Images a tool returned ride in its result as image blocks.
-                let content = if m.content.iter().any(|p| matches!(p, ContentPart::Image(_))) {
-                    Value::Array(blocks_of(&m.content))
-                } else {
-                    json!(text_of(&m.content))
-                };
-                let mut block = json!({
-                    "type": "tool_result",
-                    "tool_use_id": m.tool_call_id.clone().unwrap_or_default(),
-                    "content": content,
-                });
-                if m.is_error {
-                    block["is_error"] = json!(true);
-                }
-                push(&mut out, "user", vec![block], None);
-            }
-        }
-    }
-    let messages: Vec<Value> = out
-        .into_iter()
-        .map(|o| match o.plain {
-            Some(text) => json!({"role": o.role, "content": text}),
-            None => json!({"role": o.role, "content": o.blocks}),
-        })
-        .collect();
+    let (system, messages) = conversation(req, profile.inline_system, replay);
 
     let mut body = Map::new();
     body.insert("model".into(), json!(req.model));
-    body.insert("messages".into(), Value::Array(messages));
     body.insert(
         "max_tokens".into(),
         json!(req.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS)),
@@ -279,10 +124,11 @@ pub fn messages_body(req: &CompletionRequest) -> Result<Body<'_>, ProviderError>
     {
         body.insert("temperature".into(), json!(t));
     }
-    let mut body = Body {
+    let mut body = Body::new(RequestBody {
         fields: body,
         tools,
-    };
+    })
+    .with_conversation("messages", messages);
     if let Some(extra) = &req.extra {
         body.merge_extra(extra)?;
     }
@@ -292,43 +138,14 @@ pub fn messages_body(req: &CompletionRequest) -> Result<Body<'_>, ProviderError>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::messages::tests::{msg, req};
     use turnstone_plugin_sdk::provider::ToolCall;
+    use turnstone_plugin_sdk::provider::{ContentPart, Role};
 
     /// The body as the JSON the server receives.
     fn body_of(r: &CompletionRequest) -> Result<Value, ProviderError> {
         let text = messages_body(r)?.to_json()?;
         Ok(serde_json::from_str(&text).expect("the body is JSON"))
-    }
-
-    fn msg(role: Role, text: &str) -> Message {
-        Message {
-            role,
-            content: vec![ContentPart::Text(text.into())],
-            tool_calls: Vec::new(),
-            tool_call_id: None,
-            tool_name: None,
-            is_error: false,
-            reasoning: None,
-            provider_data: None,
-            source: None,
-        }
-    }
-
-    fn req(model: &str, messages: Vec<Message>) -> CompletionRequest {
-        CompletionRequest {
-            provider: "anthropic".into(),
-            base_url: String::new(),
-            model: model.into(),
-            messages,
-            tools: Vec::new(),
-            temperature: None,
-            max_tokens: None,
-            reasoning_effort: None,
-            replay_reasoning: false,
-            capabilities: None,
-            extra: None,
-            tool_search: false,
-        }
     }
 
     fn tool(name: &str, defer_loading: bool) -> turnstone_plugin_sdk::provider::ToolDefinition {
@@ -492,5 +309,22 @@ mod tests {
         assert_eq!(m[2]["content"][0]["is_error"], true);
         assert_eq!(m[2]["content"][1], json!({"type": "text", "text": "c"}));
         assert!(body_of(&req("", vec![])).is_err());
+    }
+
+    #[test]
+    fn extra_may_replace_the_messages_and_they_are_written_once() {
+        let mut r = req("claude-sonnet-4-5", vec![msg(Role::User, "hi")]);
+        r.extra = Some(r#"{"messages": [{"role": "user", "content": "mine"}], "top_k": 5}"#.into());
+        let text = messages_body(&r).expect("a body").to_json().expect("JSON");
+        assert_eq!(text.matches("\"messages\"").count(), 1, "{text}");
+        let body: Value = serde_json::from_str(&text).expect("JSON");
+        assert_eq!(
+            body["messages"],
+            json!([{"role": "user", "content": "mine"}])
+        );
+        assert_eq!(body["top_k"], 5);
+        r.extra = Some(r#"{"top_k": 5}"#.into());
+        let body = body_of(&r).expect("a body");
+        assert_eq!(body["messages"], json!([{"role": "user", "content": "hi"}]));
     }
 }

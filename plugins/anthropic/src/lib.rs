@@ -4,6 +4,7 @@
 
 pub mod body;
 pub mod delta_event;
+mod messages;
 pub mod models;
 pub mod stream;
 

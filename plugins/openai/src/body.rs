@@ -1,7 +1,7 @@
 //! Request bodies for the Chat Completions API.
 
 use crate::chat_messages::chat_messages;
-use crate::tools::{Body, FunctionSpec, ToolEntry};
+use crate::tools::{self, Body, Conversation, FunctionSpec, ToolEntry};
 use serde_json::{Map, Value, json};
 use turnstone_plugin_sdk::provider::{CompletionRequest, ModelCapabilities, ProviderError};
 
@@ -133,7 +133,10 @@ pub fn chat_body(req: &CompletionRequest) -> Result<Body<'_>, ProviderError> {
             function: FunctionSpec::of(t)?,
         });
     }
-    let mut body = Body::new(body, tools).with_messages(chat_messages(&req.messages));
+    let mut body = tools::body(body, tools).with_conversation(
+        "messages",
+        Conversation::Messages(chat_messages(&req.messages)),
+    );
     if let Some(extra) = &req.extra {
         body.merge_extra(extra)?;
     }

@@ -13,7 +13,9 @@
 
 use serde::ser::{Serialize, Serializer};
 use std::borrow::Cow;
-use turnstone_plugin_sdk::provider::{ContentPart, ImageData, Message, Role, ToolCall, text_of};
+use turnstone_plugin_sdk::provider::{
+    ContentPart, ImageData, Message, Role, ToolCall, text_cow as text,
+};
 
 /// One entry of `messages`.
 #[derive(Debug, serde::Serialize)]
@@ -100,15 +102,6 @@ impl Serialize for ImageUrl<'_> {
         let mut st = s.serialize_struct("ImageUrl", 1)?;
         st.serialize_field("url", &DataUrl(self.0))?;
         st.end()
-    }
-}
-
-/// The text of `parts`, borrowed when it is one text part (nearly always).
-pub(crate) fn text(parts: &[ContentPart]) -> Cow<'_, str> {
-    match parts {
-        [ContentPart::Text(t)] => Cow::Borrowed(t),
-        [] => Cow::Borrowed(""),
-        _ => Cow::Owned(text_of(parts)),
     }
 }
 

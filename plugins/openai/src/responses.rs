@@ -4,7 +4,7 @@
 use crate::body::DEFAULT_MAX_TOKENS;
 use crate::responses_event::EventHead;
 use crate::responses_input::{InputItem, Item, Output};
-use crate::tools::{Body, FunctionSpec, ToolEntry};
+use crate::tools::{self, Body, Conversation, FunctionSpec, ToolEntry};
 use serde_json::{Map, Value, json};
 use turnstone_plugin_sdk::provider::{
     CompletionRequest, DeltaBatch, FinishReason, ProviderError, Role, ServerError, StreamEvent,
@@ -92,7 +92,7 @@ pub fn responses_body<'a>(
                             .map(InputItem::Replayed),
                     );
                 }
-                let text = crate::chat_messages::text(&m.content);
+                let text = turnstone_plugin_sdk::provider::text_cow(&m.content);
                 if !text.is_empty() {
                     input.push(InputItem::Built(Item::Message {
                         role: "assistant",
@@ -165,7 +165,7 @@ pub fn responses_body<'a>(
             });
         }
     }
-    let mut body = Body::new(body, tools).with_input(input);
+    let mut body = tools::body(body, tools).with_conversation("input", Conversation::Input(input));
     if let Some(extra) = &req.extra {
         body.merge_extra(extra)?;
     }

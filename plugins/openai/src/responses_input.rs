@@ -2,12 +2,12 @@
 //! (as [`crate::chat_messages`] does for Chat Completions, and for the same
 //! reason: no second copy of a long conversation in the instance's memory).
 
-use crate::chat_messages::{DataUrl, text};
+use crate::chat_messages::DataUrl;
 use serde::Serialize;
 use serde::ser::Serializer;
 use serde_json::Value;
 use std::borrow::Cow;
-use turnstone_plugin_sdk::provider::ContentPart;
+use turnstone_plugin_sdk::provider::{ContentPart, text_cow as text};
 
 /// One entry of `input`.
 #[derive(Debug, Serialize)]

@@ -7,69 +7,26 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use turnstone_plugin_sdk::provider::{ProviderError, ToolDefinition};
-use turnstone_plugin_sdk::request_body::{RequestBody, tool_schema};
+use turnstone_plugin_sdk::request_body::{ConversationBody, RequestBody, tool_schema};
 
 /// A request body: its fields and this adapter's tool entries, and the
 /// conversation (Chat Completions' `messages` or the Responses API's
 /// `input`), serialised straight from the request.
+pub type Body<'a> = ConversationBody<ToolEntry<'a>, Conversation<'a>>;
+
+/// The conversation of either API.
 #[derive(Serialize)]
-pub struct Body<'a> {
-    /// The fields and the tools.
-    #[serde(flatten)]
-    pub request: RequestBody<ToolEntry<'a>>,
+#[serde(untagged)]
+pub enum Conversation<'a> {
     /// Chat Completions' `messages`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub messages: Option<Vec<ChatMessage<'a>>>,
+    Messages(Vec<ChatMessage<'a>>),
     /// The Responses API's `input`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub input: Option<Vec<InputItem<'a>>>,
+    Input(Vec<InputItem<'a>>),
 }
 
-impl<'a> Body<'a> {
-    /// A body of `fields` and `tools`, without `messages` or `input`.
-    pub fn new(fields: Map<String, Value>, tools: Vec<ToolEntry<'a>>) -> Self {
-        Self {
-            request: RequestBody { fields, tools },
-            messages: None,
-            input: None,
-        }
-    }
-
-    /// Sets `messages`, unless a field of that name is already set (an
-    /// operator's setting wins, and a key is never written twice).
-    pub fn with_messages(mut self, messages: Vec<ChatMessage<'a>>) -> Self {
-        if !self.request.fields.contains_key("messages") {
-            self.messages = Some(messages);
-        }
-        self
-    }
-
-    /// Sets `input`, on the same terms as [`with_messages`](Self::with_messages).
-    pub fn with_input(mut self, input: Vec<InputItem<'a>>) -> Self {
-        if !self.request.fields.contains_key("input") {
-            self.input = Some(input);
-        }
-        self
-    }
-
-    /// Merges the operator's `extra` object over the body: its fields win,
-    /// `tools`, `messages` and `input` included.
-    pub fn merge_extra(&mut self, extra: &str) -> Result<(), ProviderError> {
-        self.request.merge_extra(extra)?;
-        if self.request.fields.contains_key("messages") {
-            self.messages = None;
-        }
-        if self.request.fields.contains_key("input") {
-            self.input = None;
-        }
-        Ok(())
-    }
-
-    /// The body's JSON text.
-    pub fn to_json(&self) -> Result<String, ProviderError> {
-        serde_json::to_string(self)
-            .map_err(|e| ProviderError::BadRequest(format!("request body: {e}")))
-    }
+/// A body of `fields` and `tools`, without a conversation yet.
+pub fn body<'a>(fields: Map<String, Value>, tools: Vec<ToolEntry<'a>>) -> Body<'a> {
+    ConversationBody::new(RequestBody { fields, tools })
 }
 
 /// One entry of the `tools` list.
@@ -153,7 +110,7 @@ mod tests {
             strict: false,
             defer_loading,
         };
-        let body = Body::new(
+        let body = body(
             Map::new(),
             vec![
                 ToolEntry::Chat {
