@@ -14,10 +14,11 @@
 //! rather than from a `Value` copy of the history.
 
 use crate::provider::{ProviderError, ToolDefinition};
-use serde::Serialize;
 use serde::ser::SerializeMap;
+use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
+use std::borrow::Cow;
 
 /// A request body whose tool entries are of the adapter's own type `T`.
 #[derive(Debug, Serialize)]
@@ -130,6 +131,51 @@ impl<T: Serialize, C: Serialize> Serialize for ConversationBody<T, C> {
         }
         map.end()
     }
+}
+
+/// One item of a stored list (a message's `provider_data`: items or blocks
+/// the provider sent, kept to be sent back), as its stored text.
+#[derive(Debug, Clone)]
+pub struct StoredItem<'a> {
+    /// The item's JSON text, to be written back as it is.
+    pub raw: &'a RawValue,
+    kind: Option<Cow<'a, str>>,
+}
+
+impl StoredItem<'_> {
+    /// The item's `type`: `None` unless it is an object whose `type` is a
+    /// string.
+    pub fn kind(&self) -> Option<&str> {
+        self.kind.as_deref()
+    }
+}
+
+/// The `type` of a stored item.
+#[derive(Deserialize)]
+struct ItemHead<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+}
+
+/// The items of a stored JSON list, each kept as its text rather than
+/// parsed into a `Value` tree (replayed reasoning is most of a reasoning
+/// model's request after the history); `None` if `text` is not a JSON list.
+pub fn stored_items(text: &str) -> Option<Vec<StoredItem<'_>>> {
+    let raws: Vec<&RawValue> = serde_json::from_str(text).ok()?;
+    let items = raws
+        .into_iter()
+        .map(|raw| {
+            // Only an object has a `type` (serde would also read a list).
+            let kind = raw
+                .get()
+                .starts_with('{')
+                .then(|| serde_json::from_str::<ItemHead>(raw.get()).ok())
+                .flatten()
+                .map(|head| head.kind);
+            StoredItem { raw, kind }
+        })
+        .collect();
+    Some(items)
 }
 
 /// `tool`'s parameter schema as sent by the host, checked to be JSON.
@@ -268,5 +314,42 @@ mod tests {
             serde_json::from_str::<Value>(&text).expect("JSON")["input"],
             "mine"
         );
+    }
+
+    #[test]
+    fn stored_items_keep_their_text_and_read_a_string_type_of_an_object() {
+        let text = r#"[ {"type": "reasoning", "encrypted_content": "gAAA\"x\"", "summary": []},
+            {"id": "no type"}, {"type": 1}, "reasoning", ["reasoning"], {"type": "t\u0065xt"},
+            {"nested": {"type": "inner"}, "type": "outer"} ]"#;
+        let items = stored_items(text).expect("a list");
+        let kinds: Vec<Option<&str>> = items.iter().map(StoredItem::kind).collect();
+        assert_eq!(
+            kinds,
+            [
+                Some("reasoning"),
+                None,
+                None,
+                None,
+                None,
+                Some("text"),
+                Some("outer")
+            ]
+        );
+        assert_eq!(
+            items[0].raw.get(),
+            r#"{"type": "reasoning", "encrypted_content": "gAAA\"x\"", "summary": []}"#
+        );
+        assert_eq!(items[3].raw.get(), r#""reasoning""#);
+        // Each item, written back, is the JSON it was stored as.
+        let back = serde_json::to_string(&items.iter().map(|i| i.raw).collect::<Vec<_>>())
+            .expect("serialises");
+        assert_eq!(
+            serde_json::from_str::<Value>(&back).expect("JSON"),
+            serde_json::from_str::<Value>(text).expect("JSON")
+        );
+        for not_a_list in ["", "{}", "\"[]\"", "[1,", "null"] {
+            assert!(stored_items(not_a_list).is_none(), "{not_a_list:?}");
+        }
+        assert!(stored_items("[]").expect("a list").is_empty());
     }
 }

@@ -4,13 +4,14 @@
 //! so the history is not copied once more into the instance's memory before
 //! the body is written (see [`turnstone_plugin_sdk::request_body`]).
 
+use serde::Serialize;
 use serde::ser::SerializeMap;
-use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use std::borrow::Cow;
 use turnstone_plugin_sdk::provider::{
     CompletionRequest, ContentPart, Message, Role, text_cow, text_of,
 };
+use turnstone_plugin_sdk::request_body::{StoredItem, stored_items};
 
 /// Block types the Messages API accepts back verbatim; anything else in a
 /// stored native lane (e.g. another vendor's reasoning) is rebuilt instead.
@@ -157,53 +158,30 @@ fn push<'a>(
     });
 }
 
-/// The `type` of a stored native block.
-#[derive(Deserialize)]
-struct BlockHead<'a> {
-    #[serde(rename = "type", borrow)]
-    kind: Cow<'a, str>,
-}
-
-/// A stored native block and its type.
-type Native<'a> = (&'a RawValue, Cow<'a, str>);
-
-/// The stored native blocks of `m`, if every one is of a type the API takes
-/// back; each is replayed as its stored text rather than re-parsed.
-fn native_blocks(m: &Message) -> Option<Vec<Native<'_>>> {
-    let raws: Vec<&RawValue> = serde_json::from_str(m.provider_data.as_deref()?).ok()?;
-    if raws.is_empty() {
-        return None;
-    }
-    raws.into_iter()
-        .map(|raw| {
-            // Only an object has a `type` (serde would also read a list).
-            if !raw.get().starts_with('{') {
-                return None;
-            }
-            let head: BlockHead = serde_json::from_str(raw.get()).ok()?;
-            VALID_BLOCK_TYPES
-                .contains(&head.kind.as_ref())
-                .then_some((raw, head.kind))
-        })
-        .collect()
+/// The stored native blocks of `m`, if every one is an object of a type the
+/// API takes back; each is replayed as its stored text rather than re-parsed.
+fn native_blocks(m: &Message) -> Option<Vec<StoredItem<'_>>> {
+    let blocks = stored_items(m.provider_data.as_deref()?)?;
+    let valid = !blocks.is_empty()
+        && blocks
+            .iter()
+            .all(|b| b.kind().is_some_and(|t| VALID_BLOCK_TYPES.contains(&t)));
+    valid.then_some(blocks)
 }
 
 fn assistant_blocks(m: &Message, replay: bool) -> Vec<Item<'_>> {
     if let Some(blocks) = native_blocks(m) {
         if replay {
-            return blocks
-                .into_iter()
-                .map(|(raw, _)| Item::Native(raw))
-                .collect();
+            return blocks.into_iter().map(|b| Item::Native(b.raw)).collect();
         }
         // Server-side tool blocks (tool search, web search) stay paired with
         // their results even without reasoning replay: a tool search's
         // result is what keeps the tools it loaded loaded. Thinking stays out.
-        if blocks.iter().any(|(_, kind)| kind == "server_tool_use") {
+        if blocks.iter().any(|b| b.kind() == Some("server_tool_use")) {
             return blocks
                 .into_iter()
-                .filter(|(_, kind)| !matches!(kind.as_ref(), "thinking" | "redacted_thinking"))
-                .map(|(raw, _)| Item::Native(raw))
+                .filter(|b| !matches!(b.kind(), Some("thinking" | "redacted_thinking")))
+                .map(|b| Item::Native(b.raw))
                 .collect();
         }
     }
@@ -571,6 +549,10 @@ pub(crate) mod tests {
             native("a list for a block", r#"[["thinking"]]"#),
             native("a number type", r#"[{"type": 1}]"#),
             native("no type", r#"[{"text": "t"}]"#),
+            native(
+                "escaped",
+                r#"[{"type": "t\u0065xt", "text": "escaped type"}]"#,
+            ),
             native("", r#"[{"type":"redacted_thinking","data":"ZW5j"}]"#),
             msg(Role::Assistant, ""),
             msg(Role::Assistant, "plain reply"),

@@ -10,6 +10,7 @@ use turnstone_plugin_sdk::provider::{
     CompletionRequest, DeltaBatch, FinishReason, ProviderError, Role, ServerError, StreamEvent,
     ToolCallDelta, Usage, text_of,
 };
+use turnstone_plugin_sdk::request_body::stored_items;
 
 /// Whether `model` (or an `api` override) uses the Responses API.
 pub fn uses_responses(req: &CompletionRequest, caps: &Map<String, Value>) -> bool {
@@ -74,22 +75,18 @@ pub fn responses_body<'a>(
             })),
             Role::Assistant => {
                 // This lane's own reasoning items (encrypted) replay before the turn.
-                if let Some(items) = m
-                    .provider_data
-                    .as_deref()
-                    .and_then(|d| serde_json::from_str::<Vec<Value>>(d).ok())
-                {
+                if let Some(items) = m.provider_data.as_deref().and_then(stored_items) {
                     // Reasoning only when the operator's setting allows;
                     // the tool search's items always (they keep its tools loaded).
                     input.extend(
                         items
                             .into_iter()
-                            .filter(|i| match i["type"].as_str() {
+                            .filter(|i| match i.kind() {
                                 Some("reasoning") => req.replay_reasoning,
                                 Some(t) => REPLAYED_ITEMS.contains(&t),
                                 None => false,
                             })
-                            .map(InputItem::Replayed),
+                            .map(|i| InputItem::Replayed(i.raw)),
                     );
                 }
                 let text = turnstone_plugin_sdk::provider::text_cow(&m.content);

@@ -5,7 +5,7 @@
 use crate::chat_messages::DataUrl;
 use serde::Serialize;
 use serde::ser::Serializer;
-use serde_json::Value;
+use serde_json::value::RawValue;
 use std::borrow::Cow;
 use turnstone_plugin_sdk::provider::{ContentPart, text_cow as text};
 
@@ -15,8 +15,8 @@ use turnstone_plugin_sdk::provider::{ContentPart, text_cow as text};
 pub enum InputItem<'a> {
     /// A message, call or call output built from the request.
     Built(Item<'a>),
-    /// An output item of an earlier response, replayed as it came.
-    Replayed(Value),
+    /// An output item of an earlier response, replayed as it was stored.
+    Replayed(&'a RawValue),
 }
 
 /// The entries this lane writes.
