@@ -689,6 +689,19 @@ async fn openapi_describes_the_routes_and_docs_render_it() {
             .starts_with("text/html")
     );
     assert!(r.text().await.unwrap().contains("/static/docs.js"));
+    // A browser gets the UI's text files gzipped, as they are embedded.
+    let r = srv
+        .http
+        .get(srv.url("/static/docs.js"))
+        .header("accept-encoding", "gzip, deflate, br")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    assert_eq!(r.headers()["content-encoding"], "gzip");
+    assert_eq!(r.headers()["vary"], "accept-encoding");
+    let gzipped = r.bytes().await.unwrap();
+    assert_eq!(&gzipped[..2], &[0x1f, 0x8b], "a gzip stream");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

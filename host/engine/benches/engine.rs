@@ -18,7 +18,10 @@
 //! `history` sections' replies as Messages API events through the anthropic component instead
 //! (`TURNSTONE_BENCH_ANTHROPIC_DIR` loads it from another directory);
 //! `responses` streams it as Responses API events through the openai
-//! component's Responses lane (a `gpt-5` model).
+//! component's Responses lane (a `gpt-5` model);
+//! `TURNSTONE_BENCH_REPLAY_REASONING=1` then gives each `history` reply a
+//! 4 KB encrypted reasoning item and replays the stored ones, as
+//! `replay_reasoning = true` does.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -164,19 +167,24 @@ async fn run() {
     // The `stream` section's provider and API: openai's Chat Completions
     // unless asked for anthropic or for openai's Responses lane.
     let stream_api = std::env::var("TURNSTONE_BENCH_STREAM_PROVIDER").unwrap_or_default();
+    let replay_reasoning = std::env::var("TURNSTONE_BENCH_REPLAY_REASONING").as_deref() == Ok("1");
     let stream_binding = match stream_api.as_str() {
         "anthropic" => {
             let plugin = load_provider("TURNSTONE_BENCH_ANTHROPIC_DIR", "anthropic").await;
             ModelBinding::new(plugin, "anthropic", &llm.base_url(), "claude-sonnet-4-5")
                 .with_api_key("sk-test")
         }
-        "responses" => ModelBinding::new(
-            provider.clone(),
-            "openai",
-            &format!("{}/v1", llm.base_url()),
-            "gpt-5",
-        )
-        .with_api_key("sk-test"),
+        "responses" => {
+            let mut binding = ModelBinding::new(
+                provider.clone(),
+                "openai",
+                &format!("{}/v1", llm.base_url()),
+                "gpt-5",
+            )
+            .with_api_key("sk-test");
+            binding.replay_reasoning = replay_reasoning;
+            binding
+        }
         "" | "openai" => binding.clone(),
         other => panic!(
             "TURNSTONE_BENCH_STREAM_PROVIDER: {other:?} is not anthropic, responses or openai"
@@ -321,11 +329,14 @@ async fn run() {
             .map(|i| format!("{i:03} {}", &sentence.repeat(2)))
             .collect();
         let parts: Vec<&str> = reply_parts.iter().map(String::as_str).collect();
+        // A real encrypted item's size; base64, so nothing to escape.
+        let encrypted = format!("gAAAA{}", "QUJD".repeat(1024));
         let mut times = Vec::with_capacity(HISTORY_MEASURED);
         let mut cpu = Duration::ZERO;
         for i in 0..HISTORY_TURNS {
             llm.push(step(match stream_api.as_str() {
                 "anthropic" => anthropic::text(&parts),
+                "responses" if replay_reasoning => responses::reasoned_text(&encrypted, &parts),
                 "responses" => responses::text(&parts),
                 _ => openai::text(&parts),
             }));

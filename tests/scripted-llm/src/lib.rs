@@ -557,9 +557,15 @@ pub mod responses {
 
     /// Encrypted reasoning, then a message whose text arrives in `parts`.
     pub fn text(parts: &[&str]) -> Vec<String> {
+        reasoned_text("gAAAAscripted-reasoning", parts)
+    }
+
+    /// [`text`] with `encrypted` as the reasoning item's encrypted content
+    /// (a real one is a few kilobytes of base64, replayed on later turns).
+    pub fn reasoned_text(encrypted: &str, parts: &[&str]) -> Vec<String> {
         let mut ev = Events::new();
         ev.start();
-        let reasoning = ev.reasoning(0, "gAAAAscripted-reasoning", &[]);
+        let reasoning = ev.reasoning(0, encrypted, &[]);
         let id = "msg_scripted";
         ev.push(
             "response.output_item.added",

@@ -94,9 +94,16 @@ impl Modify for Security {
 )]
 pub struct ApiDoc;
 
-/// The document generated from [`ApiDoc`], committed as `docs/openapi.json`
-/// and minified by the build script.
-const DOCUMENT: &str = include_str!(concat!(env!("OUT_DIR"), "/openapi.min.json"));
+/// The document generated from [`ApiDoc`], committed as `docs/openapi.json`,
+/// minified and gzipped by the build script.
+const DOCUMENT_GZ: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/openapi.min.json.gz"));
+
+/// The embedded document's text.
+fn document() -> Result<String, ApiError> {
+    crate::web::gunzip(DOCUMENT_GZ)
+        .and_then(|bytes| String::from_utf8(bytes).map_err(std::io::Error::other))
+        .map_err(|e| ApiError::Internal(format!("embedded docs/openapi.json: {e}")))
+}
 
 /// `GET /openapi.json`: the generated description, with this server's
 /// model aliases as the values `model` may take on `/new`.
@@ -105,7 +112,7 @@ pub async fn openapi_json(State(state): State<AppState>) -> Response {
         let reg = n.mgr.deps.models.snapshot();
         reg.aliases().map(|a| a.name.clone()).collect::<Vec<_>>()
     });
-    match described(DOCUMENT, aliases) {
+    match document().and_then(|text| described(&text, aliases)) {
         Ok(v) => Json(v).into_response(),
         Err(e) => e.into_response(),
     }
@@ -138,13 +145,13 @@ fn described(text: &str, aliases: Option<Vec<String>>) -> Result<serde_json::Val
 }
 
 /// `GET /docs`: the UI bundle's API reference page (it renders /openapi.json).
-pub async fn docs_page() -> Response {
-    crate::web::asset("docs.html")
+pub async fn docs_page(headers: axum::http::HeaderMap) -> Response {
+    crate::web::asset("docs.html", &headers)
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{ApiDoc, DOCUMENT, described};
+    use super::{ApiDoc, described, document};
     use crate::http::ApiError;
     use serde_json::json;
     use utoipa::OpenApi;
@@ -154,12 +161,16 @@ mod tests {
     /// internal error that names the fix, never a half document.
     #[test]
     fn the_served_document_lists_the_aliases_and_a_broken_one_is_an_error() {
-        let v = described(DOCUMENT, Some(vec!["fast".into(), "big".into()])).unwrap();
+        let v = described(
+            &document().unwrap(),
+            Some(vec!["fast".into(), "big".into()]),
+        )
+        .unwrap();
         assert_eq!(
             v.pointer("/components/schemas/CreateBody/properties/model/enum"),
             Some(&json!(["fast", "big", null]))
         );
-        let plain = described(DOCUMENT, None).unwrap();
+        let plain = described(&document().unwrap(), None).unwrap();
         assert!(
             plain
                 .pointer("/components/schemas/CreateBody/properties/model/enum")
@@ -202,7 +213,7 @@ mod tests {
             "docs/openapi.json is not what the annotations generate: {hint}"
         );
         // The copy the build script embedded, in case it missed a change.
-        let embedded: Option<serde_json::Value> = serde_json::from_str(DOCUMENT).ok();
+        let embedded: Option<serde_json::Value> = serde_json::from_str(&document().unwrap()).ok();
         assert!(
             embedded.as_ref() == Some(&generated),
             "the embedded document is stale: build again ({hint})"
