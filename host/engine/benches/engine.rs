@@ -18,10 +18,10 @@
 //! `history` sections' replies as Messages API events through the anthropic component instead
 //! (`TURNSTONE_BENCH_ANTHROPIC_DIR` loads it from another directory);
 //! `responses` streams it as Responses API events through the openai
-//! component's Responses lane (a `gpt-5` model);
-//! `TURNSTONE_BENCH_REPLAY_REASONING=1` then gives each `history` reply a
-//! 4 KB encrypted reasoning item and replays the stored ones, as
-//! `replay_reasoning = true` does.
+//! component's Responses lane (a `gpt-5` model). With `responses` only,
+//! `TURNSTONE_BENCH_REPLAY_REASONING=1` gives each `history` reply a 4 KB
+//! encrypted reasoning item and replays the stored ones, as
+//! `replay_reasoning = true` does (other providers refuse the setting).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -168,6 +168,10 @@ async fn run() {
     // unless asked for anthropic or for openai's Responses lane.
     let stream_api = std::env::var("TURNSTONE_BENCH_STREAM_PROVIDER").unwrap_or_default();
     let replay_reasoning = std::env::var("TURNSTONE_BENCH_REPLAY_REASONING").as_deref() == Ok("1");
+    assert!(
+        !replay_reasoning || stream_api == "responses",
+        "TURNSTONE_BENCH_REPLAY_REASONING=1 needs TURNSTONE_BENCH_STREAM_PROVIDER=responses"
+    );
     let stream_binding = match stream_api.as_str() {
         "anthropic" => {
             let plugin = load_provider("TURNSTONE_BENCH_ANTHROPIC_DIR", "anthropic").await;

@@ -72,9 +72,17 @@ struct ToolInput<'a>(Option<&'a RawValue>);
 
 impl<'a> ToolInput<'a> {
     fn of(arguments: &'a str) -> Self {
-        let raw = serde_json::from_str::<&RawValue>(arguments)
-            .ok()
-            .filter(|raw| raw.get().starts_with('{'));
+        // Checked by a full parse, freed at once: the raw check alone lets
+        // through what the API would refuse (a lone surrogate, a number
+        // beyond f64, nesting past 128), which would fail every later turn
+        // of the conversation; those become `{}` as they always did.
+        let is_object = matches!(
+            serde_json::from_str::<serde_json::Value>(arguments),
+            Ok(serde_json::Value::Object(_))
+        );
+        let raw = is_object
+            .then(|| serde_json::from_str::<&RawValue>(arguments).ok())
+            .flatten();
         Self(raw)
     }
 }
@@ -495,6 +503,12 @@ pub(crate) mod tests {
             call("c3", "[1]"),
             call("c4", "not json"),
             call("c5", ""),
+            call("c7", r#"{"s": "\ud800"}"#),
+            call("c8", r#"{"n": 1e400}"#),
+            call(
+                "c9",
+                &format!("{{\"deep\": {}{}}}", "[".repeat(200), "]".repeat(200)),
+            ),
         ];
         let mut replayed = native(
             "answer",
