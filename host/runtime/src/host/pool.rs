@@ -248,7 +248,7 @@ impl ConnectionPool {
         let (tcp, addr) = connected.ok_or(last)?;
         // Model streams are many small frames: do not hold them back.
         let _ = tcp.set_nodelay(true);
-        let tcp = super::quickack::QuickAck(tcp);
+        let tcp = super::quickack::QuickAck::new(tcp);
         let handshake = async {
             if !target.https {
                 return http1_sender(Box::new(tcp)).await;
