@@ -57,7 +57,9 @@ fn step(frames: Vec<String>) -> Step {
 
 /// Fetches the next scripted response with a bare HTTP/1.1 client, reading
 /// to the end of the chunked body: the floor any client pays for the same bytes.
-/// It acknowledges each read at once, as the host's pooled connections do.
+/// It keeps out of delayed-ACK mode on every read, as the host's pooled
+/// connections do (they set the flag once per request, which is enough
+/// there; this floor sets it on every read to be sure).
 async fn raw_fetch(port: u16) -> usize {
     let mut sock = tokio::net::TcpStream::connect(("127.0.0.1", port))
         .await

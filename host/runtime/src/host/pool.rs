@@ -255,7 +255,7 @@ impl ConnectionPool {
             }
             let name = rustls::pki_types::ServerName::try_from(target.host.clone())
                 .map_err(|_| HttpError::HttpRequestUriInvalid)?;
-            let tls = tokio_rustls::TlsConnector::from(self.tls.clone())
+            let mut tls = tokio_rustls::TlsConnector::from(self.tls.clone())
                 .connect(name, tcp)
                 .await
                 .map_err(|e| {
@@ -263,6 +263,8 @@ impl ConnectionPool {
                     HttpError::TlsProtocolError
                 })?;
             if tls.get_ref().1.alpn_protocol() == Some(&b"h2"[..]) {
+                // Other streams' uploads may go out while a response streams.
+                tls.get_mut().0.ack_every_read();
                 let (sender, conn) =
                     http2::handshake(TokioExecutor::new(), TokioIo::new(tls)).await?;
                 tokio::spawn(async move {
