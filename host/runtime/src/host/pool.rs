@@ -359,3 +359,125 @@ fn origin_form(request: &mut http::Request<WasiBody>) -> Result<(), HttpError> {
 fn boxed_body(body: hyper::body::Incoming) -> WasiBody {
     super::readahead::read_ahead(body.map_err(HttpError::from).boxed_unsync())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+    use http_body_util::{Empty, Full};
+    use hyper::service::service_fn;
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    use std::sync::atomic::AtomicUsize;
+
+    fn tls_dir() -> std::path::PathBuf {
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/tls")
+    }
+
+    fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+        Arc::new(rustls::crypto::ring::default_provider())
+    }
+
+    /// A loopback HTTPS server that speaks only HTTP/2 and answers every
+    /// request with its path; counts the connections it accepted.
+    async fn h2_server() -> (u16, Arc<AtomicUsize>) {
+        let cert = CertificateDer::from_pem_file(tls_dir().join("localhost.crt")).expect("cert");
+        let key = PrivateKeyDer::from_pem_file(tls_dir().join("localhost.key")).expect("key");
+        let mut cfg = rustls::ServerConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .expect("versions")
+            .with_no_client_auth()
+            .with_single_cert(vec![cert], key)
+            .expect("server config");
+        cfg.alpn_protocols = vec![b"h2".to_vec()];
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(cfg));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let count = accepted.clone();
+        tokio::spawn(async move {
+            while let Ok((sock, _)) = listener.accept().await {
+                count.fetch_add(1, Ordering::Relaxed);
+                let acceptor = acceptor.clone();
+                tokio::spawn(async move {
+                    let Ok(tls) = acceptor.accept(sock).await else {
+                        return;
+                    };
+                    let service =
+                        service_fn(|req: hyper::Request<hyper::body::Incoming>| async move {
+                            let path = req.uri().path().to_string();
+                            Ok::<_, std::convert::Infallible>(hyper::Response::new(Full::new(
+                                Bytes::from(path),
+                            )))
+                        });
+                    let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                        .serve_connection(TokioIo::new(tls), service)
+                        .await;
+                });
+            }
+        });
+        (port, accepted)
+    }
+
+    fn client_tls() -> rustls::ClientConfig {
+        let mut roots = rustls::RootCertStore::empty();
+        let cert = CertificateDer::from_pem_file(tls_dir().join("localhost.crt")).expect("cert");
+        roots.add(cert).expect("root");
+        rustls::ClientConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .expect("versions")
+            .with_root_certificates(roots)
+            .with_no_client_auth()
+    }
+
+    fn get(port: u16, path: &str) -> http::Request<WasiBody> {
+        http::Request::get(format!("https://localhost:{port}{path}"))
+            .body(Empty::new().map_err(|e| match e {}).boxed_unsync())
+            .expect("request")
+    }
+
+    async fn text(res: Response) -> String {
+        let body = res.into_body().collect().await.expect("body").to_bytes();
+        String::from_utf8(body.to_vec()).expect("utf-8")
+    }
+
+    /// A server that offers HTTP/2 gets one connection, shared by requests
+    /// in flight at once and reused after them; every response arrives
+    /// whole (its reads go through the every-read quick-ACK mode).
+    #[tokio::test]
+    async fn an_h2_server_gets_one_shared_connection() {
+        let (port, accepted) = h2_server().await;
+        let pool = Arc::new(ConnectionPool::new(&client_tls()));
+        let target = || Target {
+            https: true,
+            host: "localhost".into(),
+            port,
+            addrs: vec![SocketAddr::from(([127, 0, 0, 1], port))],
+        };
+        let timeouts = Timeouts {
+            connect: Duration::from_secs(10),
+            first_byte: Duration::from_secs(10),
+        };
+        let first = pool
+            .send(get(port, "/first"), target(), timeouts)
+            .await
+            .expect("first request");
+        assert_eq!(text(first).await, "/first");
+        let (a, b) = tokio::join!(
+            pool.send(get(port, "/a"), target(), timeouts),
+            pool.send(get(port, "/b"), target(), timeouts),
+        );
+        assert_eq!(text(a.expect("a")).await, "/a");
+        assert_eq!(text(b.expect("b")).await, "/b");
+        assert_eq!(accepted.load(Ordering::Relaxed), 1, "one TCP connection");
+        assert_eq!(
+            pool.stats(),
+            PoolStats {
+                opened: 1,
+                reused: 2
+            }
+        );
+    }
+}
